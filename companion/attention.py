@@ -1,0 +1,176 @@
+"""Attention: scores, softmax, weighted sum.
+
+The explicit path written out the way the book writes it:
+
+    E = Q Kᵀ / sqrt(d)        # (..., N_q, N_k) similarity scores
+    E[~mask] = -inf           # blocked pairs
+    A = softmax(E, dim=-1)    # (..., N_q, N_k) each row sums to 1
+    Y = A V                   # (..., N_q, D_v)
+
+and the fused path, ``torch.nn.functional.scaled_dot_product_attention``,
+which computes the same thing in one kernel without storing ``A``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validate import require_bool_mask, require_float, require_positive_int
+
+
+def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k", "v")) -> tuple[int, ...]:
+    """Check that q, k, v (and a mask) of these shapes fit together.
+
+    Returns the shape of the score matrix ``(..., N_q, N_k)``; raises a
+    ``ValueError`` naming the shapes when they do not fit.
+    """
+    q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
+    qn, kn, vn = names
+    for name, shape in zip(names, (q_shape, k_shape, v_shape)):
+        if len(shape) < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, dim), got shape {shape}")
+    if q_shape[-1] != k_shape[-1]:
+        raise ValueError(f"{qn} and {kn} must have the same last dimension to be compared, got {qn} {q_shape} and {kn} {k_shape}")
+    if k_shape[-2] != v_shape[-2]:
+        raise ValueError(f"{kn} and {vn} must have the same length (one value per key), got {kn} {k_shape} and {vn} {v_shape}")
+    try:
+        batch = torch.broadcast_shapes(q_shape[:-2], k_shape[:-2], v_shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch/head) dimensions of {qn} {q_shape}, {kn} {k_shape} and {vn} {v_shape} do not broadcast"
+        ) from None
+    scores_shape = (*batch, q_shape[-2], k_shape[-2])
+    if mask is not None:
+        require_bool_mask("mask", mask, scores_shape)
+    return scores_shape
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> tuple[int, ...]:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        require_float(name, x)
+    return check_attention_shapes(q.shape, k.shape, v.shape, mask)
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, explicit path.
+
+    ``softmax(Q Kᵀ / sqrt(d)) V`` with shapes
+    ``q (..., N_q, d)``, ``k (..., N_k, d)``, ``v (..., N_k, d_v)`` and a boolean
+    ``mask`` broadcastable to ``(..., N_q, N_k)`` (True = may attend).
+
+    Returns ``(output, weights)``: ``output (..., N_q, d_v)`` and the attention
+    weights ``(..., N_q, N_k)``, whose rows sum to 1.
+
+    A query whose every key is blocked gets weights of 0 and an output of 0
+    (instead of the NaN that ``softmax`` of an all ``-inf`` row gives), the same
+    as PyTorch's fused kernel.
+    """
+    _check_qkv(q, k, v, mask)
+    d = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
+    if mask is not None:
+        # Rows with no allowed key are all -inf -> NaN after softmax; make them 0.
+        weights = weights.masked_fill(~mask, 0.0)
+    output = weights @ v  # (..., N_q, d_v)
+    return output, weights
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """The same computation by PyTorch's fused kernel.
+
+    Same arguments and mask convention as :func:`scaled_dot_product_attention`,
+    but returns only the output ``(..., N_q, d_v)``: the fused kernel never
+    stores the ``N_q × N_k`` weights, which is why it is faster and lighter.
+    """
+    _check_qkv(q, k, v, mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+class AdditiveAttention(nn.Module):
+    """Additive (Bahdanau) attention.
+
+    Score of query ``s`` against key ``h_i``:
+
+        e_i = wᵀ tanh(W_q s + W_k h_i)
+
+    then ``a = softmax(e)`` and the context ``c = Σ_i a_i v_i`` (``v = h`` when
+    no separate values are given).
+
+    Args:
+        query_dim: size of a query vector ``s``.
+        key_dim: size of a key vector ``h_i``.
+        hidden_dim: size of the hidden layer inside the score.
+
+    Call with ``query (B, query_dim)`` or ``(B, N_q, query_dim)``,
+    ``keys (B, N_k, key_dim)``, optional ``values (B, N_k, d_v)`` and a boolean
+    ``mask`` broadcastable to ``(B, N_q, N_k)`` (or ``(B, N_k)`` for a single query).
+    Returns ``(context, weights)`` with the query's leading shape.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
+        super().__init__()
+        for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
+            require_positive_int(name, value)
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, hidden_dim, bias=True)
+        self.w = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, query, keys, values=None, mask=None):
+        values = keys if values is None else values
+        require_float("query", query)
+        require_float("keys", keys)
+        require_float("values", values)
+        single = query.dim() == 2
+        if single:
+            query = query[:, None, :]  # (B, 1, query_dim)
+            if mask is not None and mask.dim() == 2:
+                mask = mask[:, None, :]  # (B, 1, N_k)
+        if query.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
+            raise ValueError(
+                "AdditiveAttention expects query (B, query_dim) or (B, N_q, query_dim), keys (B, N_k, key_dim) "
+                f"and values (B, N_k, d_v); got query {tuple(query.shape)}, keys {tuple(keys.shape)}, "
+                f"values {tuple(values.shape)}"
+            )
+        if query.shape[-1] != self.query_dim or keys.shape[-1] != self.key_dim:
+            raise ValueError(
+                f"expected query last dim {self.query_dim} and keys last dim {self.key_dim}, "
+                f"got query {tuple(query.shape)} and keys {tuple(keys.shape)}"
+            )
+        if keys.shape[:2] != values.shape[:2] or query.shape[0] != keys.shape[0]:
+            raise ValueError(
+                f"batch sizes and key/value lengths must agree, got query {tuple(query.shape)}, "
+                f"keys {tuple(keys.shape)}, values {tuple(values.shape)}"
+            )
+        scores_shape = (query.shape[0], query.shape[1], keys.shape[1])
+        if mask is not None:
+            require_bool_mask("mask", mask, scores_shape)
+        hidden = torch.tanh(self.W_q(query)[:, :, None, :] + self.W_k(keys)[:, None, :, :])  # (B, N_q, N_k, hidden)
+        scores = self.w(hidden).squeeze(-1)  # (B, N_q, N_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, N_q, N_k)
+        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)
+        context = weights @ values  # (B, N_q, d_v)
+        if single:
+            return context[:, 0], weights[:, 0]  # (B, d_v), (B, N_k)
+        return context, weights

@@ -1,0 +1,88 @@
+"""Positional encodings.
+
+Sinusoidal encoding of position ``t`` in ``d`` dimensions (Vaswani et al., 2017):
+
+    PE[t, 2i]   = sin(t · ω_i),      PE[t, 2i+1] = cos(t · ω_i),
+    ω_i = 1 / base^(2i / d),         i = 0, ..., d/2 - 1.
+
+``base`` is a parameter because the course compares ``base = 10`` with the
+usual ``base = 10000``. Each (sin, cos) pair is a point on a circle turning at
+angular speed ω_i, so moving from ``t`` to ``t + Δ`` is a fixed rotation
+``R(Δ)`` of every pair: ``PE(t + Δ) = R(Δ) PE(t)`` (see :func:`rotation_matrix`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._validate import require_positive_int
+
+
+def _check_d_model_and_base(d_model: int, base: float) -> None:
+    require_positive_int("d_model", d_model)
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model must be even (sin and cos come in pairs), got {d_model}")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number > 1 (the wavelengths grow as base^(2i/d)), got {base!r}")
+
+
+def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The angular frequencies ``ω_i = base^(-2i/d)``, shape ``(d_model // 2,)``, float64."""
+    _check_d_model_and_base(d_model, base)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d/2,)
+    return base ** (-two_i / d_model)  # (d/2,)
+
+
+def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The sinusoidal position table ``PE`` of shape ``(length, d_model)`` (float32).
+
+    ``PE[t, 2i] = sin(t / base^(2i/d))``, ``PE[t, 2i+1] = cos(t / base^(2i/d))``.
+    """
+    require_positive_int("length", length)
+    omega = frequencies(d_model, base)  # (d/2,)
+    t = torch.arange(length, dtype=torch.float64)  # (length,)
+    angles = t[:, None] * omega[None, :]  # (length, d/2)
+    pe = torch.empty(length, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe.float()
+
+
+def rotation_matrix(delta: float, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The block-diagonal rotation ``R(Δ)`` with ``PE(t + Δ) = R(Δ) PE(t)`` for every ``t``.
+
+    Block ``i`` rotates the pair ``(sin tω_i, cos tω_i)`` by the angle ``Δω_i``::
+
+        [ cos Δω_i   sin Δω_i ]
+        [-sin Δω_i   cos Δω_i ]
+
+    Shape ``(d_model, d_model)``, float64. ``R`` depends on ``Δ`` but not on ``t``:
+    relative positions are a *linear* function of the encoding.
+    """
+    omega = frequencies(d_model, base)  # (d/2,)
+    c, s = torch.cos(delta * omega), torch.sin(delta * omega)  # (d/2,)
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    idx = torch.arange(0, d_model, 2)
+    R[idx, idx] = c  # new sin = sin·cos + cos·sin
+    R[idx, idx + 1] = s
+    R[idx + 1, idx] = -s  # new cos = cos·cos - sin·sin
+    R[idx + 1, idx + 1] = c
+    return R
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal table to ``(B, N, d_model)`` inputs (no parameters)."""
+
+    def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
+        super().__init__()
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.pe.shape[1] or x.shape[1] > self.pe.shape[0]:
+            raise ValueError(
+                f"expected x of shape (B, N <= {self.pe.shape[0]}, {self.pe.shape[1]}), got {tuple(x.shape)}"
+            )
+        return x + self.pe[: x.shape[1]].to(x.dtype)  # (B, N, d_model)

@@ -1,0 +1,69 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from companion import masks
+from companion.masks import causal_mask, key_mask, padding_mask
+
+
+def test_causal_mask_values():
+    expected = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(causal_mask(3), expected)
+
+
+def test_padding_mask_values():
+    m = padding_mask([3, 1, 0], max_len=4)
+    expected = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    assert torch.equal(m, expected)
+    assert padding_mask(torch.tensor([2, 5])).shape == (2, 5)
+    assert key_mask(m).shape == (3, 1, 1, 4)
+
+
+def test_conversion_to_nn_multiheadattention_polarity():
+    # Same attention computed two ways: our convention with F.sdpa, torch's
+    # opposite convention with nn.MultiheadAttention.
+    torch.manual_seed(1)
+    B, N, D = 2, 5, 8
+    x = torch.randn(B, N, D)
+    mha = torch.nn.MultiheadAttention(D, 2, batch_first=True).eval()
+    pad = padding_mask([5, 3], N)  # True = real token
+    causal = causal_mask(N)  # True = may attend
+    ref, _ = mha(x, x, x, attn_mask=masks.to_torch_attn_mask(causal),
+                 key_padding_mask=masks.to_key_padding_mask(pad))
+    # our way: one boolean mask, causal AND padding, broadcast to (B, 1, N, N)
+    w_q, w_k, w_v = mha.in_proj_weight.chunk(3)
+    b_q, b_k, b_v = mha.in_proj_bias.chunk(3)
+    def heads(t):
+        return t.view(B, N, 2, D // 2).transpose(1, 2)
+    q, k, v = heads(F.linear(x, w_q, b_q)), heads(F.linear(x, w_k, b_k)), heads(F.linear(x, w_v, b_v))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal & key_mask(pad))
+    out = mha.out_proj(out.transpose(1, 2).reshape(B, N, D))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    # Passing our mask unconverted gives a different (wrong) answer
+    wrong, _ = mha(x, x, x, attn_mask=causal)
+    assert not torch.allclose(wrong, ref, atol=1e-3)
+
+
+def test_additive_round_trip():
+    m = causal_mask(4)
+    add = masks.to_additive(m)
+    assert add[0, 1] == float("-inf") and add[1, 0] == 0
+    assert torch.equal(masks.from_additive(add), m)
+    scores = torch.randn(4, 4)
+    torch.testing.assert_close(torch.softmax(scores + add, -1),
+                               torch.softmax(scores.masked_fill(~m, float("-inf")), -1))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: causal_mask(0), "n must be positive, got 0"),
+    (lambda: causal_mask(2.5), "n must be an int"),
+    (lambda: padding_mask([3, 5], max_len=4), "max_len=4 is shorter than the longest sequence \\(5\\)"),
+    (lambda: padding_mask([[1, 2]]), "lengths must be 1-D"),
+    (lambda: padding_mask(torch.tensor([1.5])), "lengths must hold integers"),
+    (lambda: padding_mask([-1, 2]), "lengths must be >= 0"),
+    (lambda: key_mask(torch.ones(3, dtype=torch.bool)), "padding must have shape \\(B, N_k\\)"),
+    (lambda: masks.to_additive(torch.ones(2, 2)), "mask must be boolean"),
+])
+def test_bad_input_messages(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()

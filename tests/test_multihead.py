@@ -1,0 +1,107 @@
+import pytest
+import torch
+
+from companion.masks import causal_mask, key_mask, padding_mask, to_key_padding_mask, to_torch_attn_mask
+from companion.multihead import MultiHeadAttention
+
+
+def pair(D=16, H=4, bias=True):
+    ref = torch.nn.MultiheadAttention(D, H, bias=bias, batch_first=True).eval()
+    ours = MultiHeadAttention(D, H, bias=bias).load_from_torch(ref).eval()
+    return ours, ref
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_equals_torch(fused, bias):
+    ours, ref = pair(bias=bias)
+    ours.fused = fused
+    x = torch.randn(3, 7, 16)
+    out, _ = ours(x)
+    expected, _ = ref(x, x, x, need_weights=False)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_masked_attention_equals_torch(fused):
+    ours, ref = pair()
+    ours.fused = fused
+    x = torch.randn(2, 6, 16)
+    pad = padding_mask([6, 4], 6)
+    out, _ = ours(x, mask=causal_mask(6) & key_mask(pad))
+    expected, _ = ref(x, x, x, attn_mask=to_torch_attn_mask(causal_mask(6)),
+                      key_padding_mask=to_key_padding_mask(pad), need_weights=False)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_and_weights_equal_torch():
+    ours, ref = pair()
+    q, kv = torch.randn(2, 3, 16), torch.randn(2, 9, 16)
+    out, w = ours(q, kv, kv, need_weights=True)
+    expected, expected_w = ref(q, kv, kv, need_weights=True, average_attn_weights=False)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w, expected_w, atol=1e-5, rtol=1e-5)
+    assert w.shape == (2, 4, 3, 9)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 3))
+
+
+def test_fused_and_explicit_paths_agree_with_separate_value():
+    mha = MultiHeadAttention(16, 2)
+    q, k, v = torch.randn(2, 4, 16), torch.randn(2, 5, 16), torch.randn(2, 5, 16)
+    mask = torch.rand(2, 1, 4, 5) > 0.4
+    mask[..., 0] = True
+    fused, none = mha(q, k, v, mask=mask)
+    explicit, w = mha(q, k, v, mask=mask, need_weights=True)
+    assert none is None and w.shape == (2, 2, 4, 5)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_permutation_equivariance_without_positions():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(1, 10, 16)
+    perm = torch.randperm(10)
+    out, _ = mha(x)
+    out_perm, _ = mha(x[:, perm])
+    torch.testing.assert_close(out_perm, out[:, perm], atol=1e-5, rtol=1e-5)
+
+
+def test_causal_future_tokens_do_not_change_the_past_and_gradients_are_zero():
+    mha = MultiHeadAttention(8, 2).double()
+    x = torch.randn(1, 6, 8, dtype=torch.float64, requires_grad=True)
+    out, _ = mha(x, mask=causal_mask(6))
+    out[0, 2].sum().backward()
+    assert (x.grad[0, 3:] == 0).all()  # outputs at 2 do not depend on tokens 3..5
+    assert (x.grad[0, :3].abs() > 0).any()
+
+
+def test_gradcheck_module_float64():
+    mha = MultiHeadAttention(4, 2, fused=False).double()
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: mha(t, mask=causal_mask(3))[0], (x,))
+
+
+def test_dropout_only_in_training():
+    mha = MultiHeadAttention(8, 2, dropout=0.5)
+    x = torch.randn(2, 5, 8)
+    mha.eval()
+    a, b = mha(x)[0], mha(x)[0]
+    torch.testing.assert_close(a, b)
+    mha.train()
+    assert not torch.allclose(mha(x)[0], a)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: MultiHeadAttention(10, 3), "d_model=10 is not divisible by num_heads=3"),
+    (lambda: MultiHeadAttention(0, 1), "d_model must be positive"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(5, 8)), "query must have 3 dimensions \\(batch, length, d_model\\), got shape \\(5, 8\\)"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 6)), "query must have last dimension d_model=8, got shape \\(2, 5, 6\\)"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), torch.randn(2, 4, 8), torch.randn(2, 3, 8)),
+     "key and value must have the same batch and length"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), mask=torch.ones(4, 4, dtype=torch.bool)),
+     "mask of shape \\(4, 4\\) does not broadcast to the attention scores of shape \\(2, 2, 5, 5\\)"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), mask=torch.ones(5, 5)), "mask must be a boolean tensor"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randint(0, 3, (2, 5, 8))), "query must be a floating-point tensor"),
+])
+def test_bad_input_messages(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()

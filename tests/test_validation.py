@@ -1,0 +1,68 @@
+"""Bad input to the attention functions gets a message naming the shapes."""
+
+import pytest
+import torch
+
+from companion.attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
+from companion.device import default_device, seed_everything
+
+q = torch.randn(2, 5, 8)
+k = torch.randn(2, 7, 8)
+v = torch.randn(2, 7, 4)
+
+
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+@pytest.mark.parametrize("args, message", [
+    ((torch.randn(8), k, v), "q must have at least 2 dimensions \\(..., length, dim\\), got shape \\(8,\\)"),
+    ((q, torch.randn(2, 7, 6), v), "q and k must have the same last dimension to be compared, got q \\(2, 5, 8\\) and k \\(2, 7, 6\\)"),
+    ((q, k, torch.randn(2, 6, 4)), "k and v must have the same length \\(one value per key\\), got k \\(2, 7, 8\\) and v \\(2, 6, 4\\)"),
+    ((q, torch.randn(3, 7, 8), torch.randn(3, 7, 4)), "leading \\(batch/head\\) dimensions"),
+    ((q.long(), k, v), "q must be a floating-point tensor, got dtype torch.int64"),
+    (([[1.0]], k, v), "q must be a torch.Tensor, got list"),
+])
+def test_shape_messages(fn, args, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        fn(*args)
+
+
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+def test_mask_messages(fn):
+    with pytest.raises(TypeError, match="mask must be a boolean tensor \\(True = may attend\\), got dtype torch.float32"):
+        fn(q, k, v, torch.zeros(5, 7))
+    with pytest.raises(ValueError, match="mask of shape \\(7, 5\\) does not broadcast to the attention scores of shape \\(2, 5, 7\\)"):
+        fn(q, k, v, torch.ones(7, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask of shape \\(3, 5, 7\\) does not broadcast"):
+        fn(q, k, v, torch.ones(3, 5, 7, dtype=torch.bool))
+
+
+def test_additive_messages():
+    att = AdditiveAttention(4, 6, 5)
+    with pytest.raises(ValueError, match="expected query last dim 4 and keys last dim 6"):
+        att(torch.randn(2, 4), torch.randn(2, 7, 5))
+    with pytest.raises(ValueError, match="AdditiveAttention expects query"):
+        att(torch.randn(2, 4), torch.randn(7, 6))
+    with pytest.raises(ValueError, match="hidden_dim must be positive"):
+        AdditiveAttention(4, 6, 0)
+
+
+def test_device_and_seed(monkeypatch):
+    monkeypatch.setenv("COMPANION_DEVICE", "cpu")
+    assert default_device() == torch.device("cpu")
+    monkeypatch.delenv("COMPANION_DEVICE")
+    assert default_device().type in {"cuda", "mps", "cpu"}
+    seed_everything(3)
+    a = torch.randn(3)
+    seed_everything(3)
+    assert torch.equal(a, torch.randn(3))
+    with pytest.raises(TypeError, match="seed must be an int"):
+        seed_everything("3")
+
+
+@pytest.mark.gpu
+def test_multihead_on_cuda_matches_cpu():
+    from companion.multihead import MultiHeadAttention
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 50, 32)
+    ref, _ = mha(x)
+    out, _ = mha.cuda()(x.cuda())
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-4, rtol=1e-4)
