@@ -1,0 +1,72 @@
+"""The repository keeps its promises: notebooks without outputs, every chapter in the
+table of contents, the Colab install cell pointing at the repository of _config.yml."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def is_chapter(path):
+    return any(c["cell_type"] == "code" for c in cells(path))
+
+
+def test_there_are_eight_chapters_all_in_the_toc():
+    names = [p.stem for p in NOTEBOOKS]
+    assert len(names) == 8 and names == sorted(names), names
+    files = [ch["file"] for part in TOC["parts"] for ch in part["chapters"]]
+    for name in names:
+        assert f"notebooks/{name}" in files, f"{name} is missing from _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_without_outputs(path):
+    for i, cell in enumerate(cells(path)):
+        if cell["cell_type"] != "code" or "NBVAL_CHECK_OUTPUT" in source(cell):
+            continue
+        assert not cell.get("outputs"), f"{path.name} cell {i} has stored outputs: run nbstripout"
+        assert cell.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if is_chapter(p)], ids=lambda p: p.name)
+def test_chapter_follows_the_conventions(path):
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    install = source(code[0])
+    url = CONFIG["repository"]["url"]
+    assert 'find_spec("companion") is None' in install, "the first code cell must be the install cell"
+    assert f"git+{url}" in install, f"the install cell must install from {url} (_config.yml)"
+    assert "parameters" in code[1].get("metadata", {}).get("tags", []), "the second code cell must be tagged 'parameters'"
+    assert re.search(r"^scale = ", source(code[1]), re.M), "the parameters cell must set scale"
+    assert any("describe_device" in source(c) for c in code), "the notebook must print its device"
+    assert source(cells(path)[0]).startswith("# "), "the first cell must be the chapter title"
+
+
+def test_ci_runs_exactly_the_readme_commands():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- ci:commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.strip().splitlines() if line.strip()]
+    assert len(commands) == 2
+    assert commands[0].startswith("pip install -r requirements.txt") and "jupyter-book build" in commands[0]
+    assert "pytest" in commands[1] and "tests" in commands[1] and "notebooks" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "ci:commands" in ci, ".ci/run must read its commands from the README"
+    extracted = subprocess.run(
+        ["awk", "/<!-- ci:commands/{f=1; next} f && /^```bash/{b=1; next} b && /^```/{exit} b", "README.md"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert extracted == commands
