@@ -30,7 +30,7 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     """
     q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
     qn, kn, vn = names
-    for name, shape in zip(names, (q_shape, k_shape, v_shape)):
+    for name, shape in zip(names, (q_shape, k_shape, v_shape), strict=True):
         if len(shape) < 2:
             raise ValueError(f"{name} must have at least 2 dimensions (..., length, dim), got shape {shape}")
     if q_shape[-1] != k_shape[-1]:

@@ -130,7 +130,7 @@ class MultiHeadAttention(nn.Module):
         k_shape = (B, self.num_heads, Nk, self.head_dim)
         check_attention_shapes(q_shape, k_shape, k_shape, mask)
 
-    def load_from_torch(self, torch_mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def load_from_torch(self, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` with the same sizes."""
         if torch_mha.embed_dim != self.d_model or torch_mha.num_heads != self.num_heads:
             raise ValueError(

@@ -93,7 +93,8 @@ def test_dropout_only_in_training():
 @pytest.mark.parametrize("call, message", [
     (lambda: MultiHeadAttention(10, 3), "d_model=10 is not divisible by num_heads=3"),
     (lambda: MultiHeadAttention(0, 1), "d_model must be positive"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(5, 8)), "query must have 3 dimensions \\(batch, length, d_model\\), got shape \\(5, 8\\)"),
+    (lambda: MultiHeadAttention(8, 2)(torch.randn(5, 8)),
+     "query must have 3 dimensions \\(batch, length, d_model\\), got shape \\(5, 8\\)"),
     (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 6)), "query must have last dimension d_model=8, got shape \\(2, 5, 6\\)"),
     (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), torch.randn(2, 4, 8), torch.randn(2, 3, 8)),
      "key and value must have the same batch and length"),

@@ -20,3 +20,14 @@ def test_time_call_counts_runs():
 
 def test_cuda_peak_memory_is_none_on_cpu():
     assert cuda_peak_memory(lambda: None, "cpu") is None
+
+
+def test_cpu_time_ignores_sleeping():
+    # sleeping takes wall time but no processor time
+    assert time_call(lambda: time.sleep(0.05), repeats=2, warmup=0, cpu_time=True) < 0.02
+    busy = time_call(lambda: sum(range(300_000)), repeats=2, warmup=0, cpu_time=True)
+    assert busy > 0
+    with pytest.raises(ValueError, match="cannot time a cuda device"):
+        time_call(lambda: None, device="cuda", cpu_time=True)
+    with pytest.raises(ValueError, match="stat must be 'median' or 'min'"):
+        time_call(lambda: None, stat="mean")
