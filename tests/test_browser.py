@@ -1,0 +1,128 @@
+"""The built book, as a reader's browser shows it, with the network closed.
+
+Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose host
+resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
+render its math or figures fails here. Skipped, with the reason, when the book is not
+built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page and
+one chapter go to ``_build/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def has_code(notebook: Path) -> bool:
+    return any(c["cell_type"] == "code" for c in json.loads(notebook.read_text())["cells"])
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (HTML / "index.html").exists():
+        pytest.skip("the book is not built: run `jupyter-book build .` first")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(HTML)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not CHROMIUM or not CHROMEDRIVER:
+        pytest.skip("Chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=1280,900"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def open_page(browser, url):
+    browser.get(url)
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def wait_for_math(browser):
+    """Wait until MathJax has typeset the page; return the number of typeset formulas."""
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return !!(window.MathJax && MathJax.startup && MathJax.startup.promise)"))
+    browser.execute_async_script("const done = arguments[0]; MathJax.startup.promise.then(() => done(true));")
+    return browser.execute_script("return document.querySelectorAll('mjx-container').length")
+
+
+def body_text(browser):
+    return browser.execute_script("return document.querySelector('article, main, body').innerText")
+
+
+def test_landing_page_renders_math_offline(server, browser):
+    open_page(browser, f"{server}/index.html")
+    assert "Attention & Transformers" in browser.title
+    assert wait_for_math(browser) > 0, "MathJax typeset nothing on the landing page"
+    assert "$" not in body_text(browser), "raw TeX dollars left on the landing page"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "landing.png"))
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_page(server, browser, notebook):
+    open_page(browser, f"{server}/notebooks/{notebook.stem}.html")
+    text = body_text(browser)
+    assert "Traceback (most recent call last)" not in text, "a Python traceback is shown on the page"
+    assert not browser.find_elements("css selector", ".output.traceback, .output.error"), "an error output is shown"
+    assert "$$" not in text, "raw display math ($$) left on the page"
+    if not has_code(notebook):
+        return  # a placeholder chapter: no figures yet
+    assert wait_for_math(browser) > 0, "MathJax typeset nothing"
+    images = browser.execute_script(
+        "return [...document.querySelectorAll('.cell_output img')].map(i => [i.src, i.complete && i.naturalWidth > 0])")
+    assert images, "the chapter shows no figure"
+    broken = [src for src, ok in images if not ok]
+    assert not broken, f"figures that did not load: {broken}"
+    colab = browser.find_elements("css selector", "a[href*='colab.research.google.com']")
+    assert colab, "no Colab launch button"
+    if notebook.stem.startswith("05"):
+        browser.save_screenshot(str(SCREENSHOTS / f"{notebook.stem}.png"))
+
+
+def test_search_page_finds_attention(server, browser):
+    open_page(browser, f"{server}/search.html?q=softmax")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return document.querySelectorAll('#search-results li, ul.search li').length") > 0)
+
+
+def test_api_page_documents_the_companion(server, browser):
+    open_page(browser, f"{server}/book/api.html")
+    names = browser.execute_script("return [...document.querySelectorAll('dt.sig')].map(e => e.id)")
+    for name in ["companion.attention.scaled_dot_product_attention", "companion.masks.causal_mask",
+                 "companion.multihead.MultiHeadAttention", "companion.positional.sinusoidal_encoding"]:
+        assert name in names, f"{name} is missing from the API page"
