@@ -51,6 +51,8 @@ def test_chapter_follows_the_conventions(path):
     url = CONFIG["repository"]["url"]
     assert 'find_spec("companion") is None' in install, "the first code cell must be the install cell"
     assert f"git+{url}" in install, f"the install cell must install from {url} (_config.yml)"
+    name = re.search(r'^name = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert f'"{name} @ git+{url}"' in install, f"the install cell must name the package {name} and quote its specifier"
     assert "parameters" in code[1].get("metadata", {}).get("tags", []), "the second code cell must be tagged 'parameters'"
     assert re.search(r"^scale = ", source(code[1]), re.M), "the parameters cell must set scale"
     assert any("describe_device" in source(c) for c in code), "the notebook must print its device"
