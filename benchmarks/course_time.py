@@ -1,0 +1,119 @@
+"""Execute every chapter notebook and report how long it takes: wall time per notebook,
+the slowest cells (the training cells), and the kernel's peak memory.
+
+    python benchmarks/course_time.py                      # all chapters, table to stdout
+    python benchmarks/course_time.py --markdown times.md  # also write a Markdown table
+    python benchmarks/course_time.py notebooks/05_multihead_attention.ipynb
+
+Budget (2-core CPU, scale="cpu"): every notebook <= 90 s, the whole course <= 10 minutes.
+The exit status is 1 when a notebook fails or exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_NOTEBOOK_S = 90.0
+BUDGET_COURSE_S = 600.0
+SLOW_CELL_S = 3.0
+
+
+def kernel_peak_mib(client: NotebookClient) -> float | None:
+    """The kernel process's peak resident memory (VmHWM), read from /proc on Linux."""
+    try:
+        pid = client.km.provisioner.process.pid
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (AttributeError, OSError, ValueError):
+        return None
+    return None
+
+
+def cell_label(cell) -> str:
+    for line in cell.source.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("import ", "from ")):
+            return line[:60]
+    return "(cell)"
+
+
+def time_notebook(path: Path, timeout: int) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    peak = None
+    start = time.perf_counter()
+    error = None
+    with client.setup_kernel():
+        try:
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+        except Exception as exc:  # report, do not stop the whole run
+            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        peak = kernel_peak_mib(client)
+    total = time.perf_counter() - start
+    cells = []
+    for cell in nb.cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type == "code" and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            t0 = dt.datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))
+            t1 = dt.datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+            cells.append((cell_label(cell), (t1 - t0).total_seconds()))
+    return {"notebook": path.name, "seconds": total, "peak_mib": peak, "error": error,
+            "slow_cells": sorted([c for c in cells if c[1] >= SLOW_CELL_S], key=lambda c: -c[1])}
+
+
+def markdown_table(results: list[dict]) -> str:
+    lines = ["| Chapter | CPU time (s) | peak memory (MiB) | slowest cells (s) |", "|---|---:|---:|---|"]
+    for r in results:
+        slow = "; ".join(f"`{label}` {s:.0f}" for label, s in r["slow_cells"][:3]) or "none over 3 s"
+        peak = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "?"
+        status = f" **failed: {r['error']}**" if r["error"] else ""
+        lines.append(f"| {r['notebook']} | {r['seconds']:.0f}{status} | {peak} | {slow} |")
+    total = sum(r["seconds"] for r in results)
+    lines.append(f"| **all chapters** | **{total:.0f}** | | |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--markdown", type=Path, help="write the table as Markdown to this file")
+    parser.add_argument("--json", type=Path, help="write the raw results to this file")
+    args = parser.parse_args()
+    paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    results = []
+    for path in paths:
+        print(f"running {path.name} ...", file=sys.stderr, flush=True)
+        results.append(time_notebook(path, args.timeout))
+        r = results[-1]
+        print(f"  {r['seconds']:.1f} s{'  FAILED: ' + r['error'] if r['error'] else ''}", file=sys.stderr, flush=True)
+    table = markdown_table(results)
+    machine = f"{platform.machine()}, {__import__('os').cpu_count()} CPUs, Python {platform.python_version()}"
+    print(f"\nMeasured on {machine}, {dt.date.today()}\n\n{table}")
+    if args.markdown:
+        args.markdown.write_text(f"Measured on {machine}, {dt.date.today()}.\n\n{table}\n")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    total = sum(r["seconds"] for r in results)
+    over = [r["notebook"] for r in results if r["seconds"] > BUDGET_NOTEBOOK_S or r["error"]]
+    if over or total > BUDGET_COURSE_S:
+        print(f"\nover budget or failed: {over or ''} (course total {total:.0f} s, budget {BUDGET_COURSE_S:.0f} s)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
