@@ -108,6 +108,9 @@ def test_chapter_page(server, browser, notebook):
     assert images, "the chapter shows no figure"
     broken = [src for src, ok in images if not ok]
     assert not broken, f"figures that did not load: {broken}"
+    alts = browser.execute_script("return [...document.querySelectorAll('.cell_output img')].map(i => i.alt)")
+    missing = [i for i, alt in enumerate(alts) if len(alt.strip()) < 15 or alt.endswith(".png")]
+    assert not missing, f"figures {missing} have no alt text (cell metadata mystnb.image.alt)"
     colab = browser.find_elements("css selector", "a[href*='colab.research.google.com']")
     assert colab, "no Colab launch button"
     if notebook.stem.startswith("05"):
