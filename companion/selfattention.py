@@ -94,7 +94,7 @@ class ConvAsSelfAttention(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
     @classmethod
-    def from_conv(cls, conv: nn.Conv2d, alpha: float = 100.0) -> "ConvAsSelfAttention":
+    def from_conv(cls, conv: nn.Conv2d, alpha: float = 100.0) -> ConvAsSelfAttention:
         """Build the attention layer that computes what ``conv`` computes.
 
         ``conv`` must have an odd square kernel, stride 1, no dilation, one group
