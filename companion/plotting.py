@@ -80,17 +80,19 @@ def plot_matrix(matrix, ax=None, title="", xlabel="", ylabel="", cmap=None, colo
     With ``signed=True`` (the default when the matrix has negative entries) the
     colour map is the diverging ``RdBu_r`` centred on 0 (red > 0 > blue), so
     equal magnitudes of opposite sign get equally strong colours; otherwise
-    ``viridis``. Returns the matplotlib ``Axes``.
+    ``viridis``. NaN entries are left blank and ignored by the colour scale.
+    Returns the matplotlib ``Axes``.
     """
     m = _to_numpy(matrix)
     if m.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {m.shape}")
+    finite = m[np.isfinite(m)]  # NaN / inf entries (e.g. masked scores) are drawn blank
     if signed is None:
-        signed = bool((m < 0).any())
+        signed = bool((finite < 0).any())
     if cmap is None:
         cmap = "RdBu_r" if signed else "viridis"
     if signed and vmin is None and vmax is None:
-        lim = max(float(np.abs(m).max()), 1e-12)
+        lim = max(float(np.abs(finite).max()) if finite.size else 0.0, 1e-12)
         vmin, vmax = -lim, lim
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 4))

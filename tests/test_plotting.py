@@ -17,6 +17,12 @@ def test_plot_matrix_signed_uses_centred_diverging_map():
     assert ax.get_title() == "t" and ax.get_xlabel() == "x"
 
 
+def test_plot_matrix_ignores_nan_for_the_colour_scale():
+    m = torch.tensor([[-3.0, float("nan")], [1.0, 2.0]])
+    ax = plot_matrix(m)
+    assert ax.images[0].get_clim() == (-3.0, 3.0)
+
+
 def test_plot_matrix_unsigned_and_pe():
     ax = plot_matrix(torch.eye(3))
     assert ax.images[0].get_cmap().name == "viridis"
