@@ -6,11 +6,12 @@ Each module holds one idea of the book:
 - :mod:`companion.attention`  scaled dot-product and additive attention
 - :mod:`companion.masks`      causal and padding masks (True = may attend)
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
-- :mod:`companion.positional` sinusoidal positional encodings
+- :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
+- :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
 """
 
-from . import attention, device, masks, multihead, plotting, positional
+from . import attention, device, masks, multihead, plotting, positional, selfattention
 from .attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
 from .device import default_device, describe_device, seed_everything
 from .masks import causal_mask, padding_mask
@@ -20,7 +21,7 @@ from .positional import sinusoidal_encoding
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "device", "masks", "multihead", "plotting", "positional",
+    "attention", "device", "masks", "multihead", "plotting", "positional", "selfattention",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
     "seed_everything", "sinusoidal_encoding",

@@ -102,3 +102,62 @@ def from_additive(additive: torch.Tensor) -> torch.Tensor:
     if not additive.is_floating_point():
         raise TypeError(f"additive must be a float mask, got dtype {additive.dtype}")
     return torch.isfinite(additive)
+
+
+def local_window_mask(n: int, radius: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """A 1-D local window: query ``i`` may attend to keys ``j`` with ``|i - j| <= radius``.
+
+    A banded boolean matrix of shape ``(n, n)``: the receptive field of a 1-D
+    convolution of kernel size ``2·radius + 1``, written as an attention mask.
+    """
+    require_positive_int("n", n)
+    _require_radius(radius)
+    i = torch.arange(n, device=device)
+    return (i[:, None] - i[None, :]).abs() <= radius  # (n, n)
+
+
+def local_window_mask_2d(height: int, width: int, radius: int,
+                         device: torch.device | str | None = None) -> torch.Tensor:
+    """A 2-D local window over the ``height × width`` pixels of an image.
+
+    Pixels are numbered row by row (``p = row · width + col``, the order of
+    ``rearrange(img, 'c h w -> (h w) c')``). Pixel ``p`` may attend to pixel
+    ``p'`` when both their row and column differ by at most ``radius``: the
+    ``(2·radius + 1) × (2·radius + 1)`` receptive field of a convolution.
+    Shape ``(height·width, height·width)``.
+    """
+    require_positive_int("height", height)
+    require_positive_int("width", width)
+    _require_radius(radius)
+    rows = torch.arange(height, device=device).repeat_interleave(width)  # (H·W,)
+    cols = torch.arange(width, device=device).repeat(height)  # (H·W,)
+    near_rows = (rows[:, None] - rows[None, :]).abs() <= radius  # (H·W, H·W)
+    near_cols = (cols[:, None] - cols[None, :]).abs() <= radius  # (H·W, H·W)
+    return near_rows & near_cols
+
+
+def graph_mask(adjacency, self_loops: bool = True) -> torch.Tensor:
+    """An attention mask from a graph: node ``i`` may attend to node ``j`` when
+    there is an edge ``i — j`` (``adjacency[i, j]`` nonzero).
+
+    ``adjacency``: a square ``(n, n)`` tensor or nested list (bool, int or float).
+    With ``self_loops=True`` every node also attends to itself (so no row is
+    fully masked for a node with no edges). Returns a boolean ``(n, n)`` mask.
+    """
+    if not isinstance(adjacency, torch.Tensor):
+        adjacency = torch.as_tensor(adjacency)
+    if adjacency.dim() != 2 or adjacency.shape[0] != adjacency.shape[1]:
+        raise ValueError(f"adjacency must be a square (n, n) matrix, got shape {tuple(adjacency.shape)}")
+    if adjacency.is_complex():
+        raise TypeError(f"adjacency must be real (bool, int or float), got dtype {adjacency.dtype}")
+    mask = adjacency != 0
+    if self_loops:
+        mask = mask | torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)
+    return mask
+
+
+def _require_radius(radius) -> None:
+    if isinstance(radius, bool) or not isinstance(radius, int):
+        raise TypeError(f"radius must be an int, got {type(radius).__name__}")
+    if radius < 0:
+        raise ValueError(f"radius must be >= 0, got {radius}")

@@ -70,3 +70,45 @@ def fit_power_law(x, y) -> float:
     if (x <= 0).any() or (y <= 0).any():
         raise ValueError("a power law fit needs positive x and y")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def plot_matrix(matrix, ax=None, title="", xlabel="", ylabel="", cmap=None, colorbar_label="value",
+                signed=None, vmin=None, vmax=None):
+    """Heat map of any 2-D matrix (a positional-encoding table, a similarity or
+    distance matrix, a mask).
+
+    With ``signed=True`` (the default when the matrix has negative entries) the
+    colour map is the diverging ``RdBu_r`` centred on 0 (red > 0 > blue), so
+    equal magnitudes of opposite sign get equally strong colours; otherwise
+    ``viridis``. NaN entries are left blank and ignored by the colour scale.
+    Returns the matplotlib ``Axes``.
+    """
+    m = _to_numpy(matrix)
+    if m.ndim != 2:
+        raise ValueError(f"matrix must be 2-D, got shape {m.shape}")
+    finite = m[np.isfinite(m)]  # NaN / inf entries (e.g. masked scores) are drawn blank
+    if signed is None:
+        signed = bool((finite < 0).any())
+    if cmap is None:
+        cmap = "RdBu_r" if signed else "viridis"
+    if signed and vmin is None and vmax is None:
+        lim = max(float(np.abs(finite).max()) if finite.size else 0.0, 1e-12)
+        vmin, vmax = -lim, lim
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+    return ax
+
+
+def plot_positional_encoding(pe, ax=None, title="Positional encoding"):
+    """Heat map of a positional-encoding table ``pe`` of shape ``(positions, d_model)``:
+    one row per position, one column per dimension, diverging colours in [-1, 1]."""
+    m = _to_numpy(pe)
+    if m.ndim != 2:
+        raise ValueError(f"pe must be a 2-D (positions, d_model) table, got shape {m.shape}")
+    return plot_matrix(m, ax=ax, title=title, xlabel="dimension j", ylabel="position t",
+                       colorbar_label="PE[t, j]", signed=True, vmin=-1.0, vmax=1.0)

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import require_positive_int
+from ._validate import require_positive_int, require_rank, require_tensor
 
 
 def _check_d_model_and_base(d_model: int, base: float) -> None:
@@ -71,6 +71,61 @@ def rotation_matrix(delta: float, d_model: int, base: float = 10000.0) -> torch.
     R[idx + 1, idx] = -s  # new cos = cos·cos - sin·sin
     R[idx + 1, idx + 1] = c
     return R
+
+
+def binary_encoding(length: int, bits: int) -> torch.Tensor:
+    """Positions written in binary: row ``t`` holds the ``bits`` binary digits of ``t``,
+    most significant first, as floats 0/1. Shape ``(length, bits)``.
+
+    The naive "carry" code that sinusoids smooth out: neighbouring positions
+    can differ in many digits (``0111 → 1000``), so distances jump.
+    """
+    require_positive_int("length", length)
+    require_positive_int("bits", bits)
+    if length > 2**bits:
+        raise ValueError(f"{bits} bits hold only {2**bits} positions, got length={length}")
+    t = torch.arange(length)[:, None]  # (length, 1)
+    powers = 2 ** torch.arange(bits - 1, -1, -1)  # (bits,)
+    return ((t // powers) % 2).float()  # (length, bits)
+
+
+def static_fraction(pe: torch.Tensor, threshold: float = 0.05) -> float:
+    """Fraction of the dimensions (columns) of ``pe`` whose value changes by less than
+    ``threshold`` over all positions (rows): ``mean_j [max_t pe[t, j] - min_t pe[t, j] < threshold]``.
+
+    These near-constant columns form the "static region" of a sinusoidal table:
+    at low frequencies ``sin ≈ 0`` and ``cos ≈ 1`` for every position in range.
+    """
+    require_rank("pe", require_tensor("pe", pe), 2, "positions, dimensions")
+    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0):
+        raise ValueError(f"threshold must be a number > 0, got {threshold!r}")
+    spread = pe.amax(dim=0) - pe.amin(dim=0)  # (d,)
+    return float((spread < threshold).double().mean())
+
+
+def pairwise_distances(pe: torch.Tensor) -> torch.Tensor:
+    """Euclidean distances ``‖pe[s] - pe[t]‖`` between all positions: ``(length, length)``, float64."""
+    require_rank("pe", require_tensor("pe", pe), 2, "positions, dimensions")
+    return torch.cdist(pe.double(), pe.double())
+
+
+def near_collisions(pe: torch.Tensor, eps: float) -> int:
+    """Number of pairs of *distinct* positions ``s < t`` whose encodings are closer
+    than ``eps``: ``#{s < t : ‖pe[s] - pe[t]‖ < eps}``."""
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps > 0):
+        raise ValueError(f"eps must be a number > 0, got {eps!r}")
+    dist = pairwise_distances(pe)  # (L, L)
+    upper = torch.ones_like(dist, dtype=torch.bool).triu(1)  # pairs s < t
+    return int((dist[upper] < eps).sum())
+
+
+def min_distance(pe: torch.Tensor) -> float:
+    """Smallest distance between the encodings of two distinct positions."""
+    dist = pairwise_distances(pe)  # (L, L)
+    if dist.shape[0] < 2:
+        raise ValueError(f"pe needs at least 2 positions, got shape {tuple(pe.shape)}")
+    upper = torch.ones_like(dist, dtype=torch.bool).triu(1)
+    return float(dist[upper].min())
 
 
 class SinusoidalPositionalEncoding(nn.Module):

@@ -67,3 +67,46 @@ def test_additive_round_trip():
 def test_bad_input_messages(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_local_window_mask():
+    m = masks.local_window_mask(5, 1)
+    assert m.tolist()[0] == [True, True, False, False, False]
+    assert m.tolist()[2] == [False, True, True, True, False]
+    assert torch.equal(masks.local_window_mask(4, 0), torch.eye(4, dtype=torch.bool))
+    assert masks.local_window_mask(4, 10).all()
+
+
+def test_local_window_mask_2d():
+    m = masks.local_window_mask_2d(4, 5, 1)  # 4 rows, 5 columns
+    assert m.shape == (20, 20)
+    # pixel (1, 1) sees its 3x3 neighbourhood: 9 pixels
+    p = 1 * 5 + 1
+    seen = m[p].view(4, 5)
+    expected = torch.zeros(4, 5, dtype=torch.bool)
+    expected[0:3, 0:3] = True
+    assert torch.equal(seen, expected)
+    # a corner pixel sees 4; the mask is symmetric
+    assert m[0].sum() == 4 and torch.equal(m, m.T)
+    # a row-major flattening, as einops 'c h w -> (h w) c'
+    assert not m[4, 5]  # (0, 4) and (1, 0) are not neighbours although 4 and 5 are adjacent numbers
+
+
+def test_graph_mask():
+    adj = [[0, 1, 0], [1, 0, 1], [0, 1, 0]]
+    m = masks.graph_mask(adj)
+    assert m.tolist() == [[True, True, False], [True, True, True], [False, True, True]]
+    assert masks.graph_mask(torch.zeros(2, 2), self_loops=False).sum() == 0
+    assert masks.graph_mask(torch.tensor([[0.0, 0.5], [0.5, 0.0]]))[0, 1]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: masks.local_window_mask(4, -1), "radius must be >= 0, got -1"),
+    (lambda: masks.local_window_mask(4, 1.5), "radius must be an int"),
+    (lambda: masks.local_window_mask_2d(0, 4, 1), "height must be positive"),
+    (lambda: masks.graph_mask(torch.ones(2, 3)), "adjacency must be a square \\(n, n\\) matrix, got shape \\(2, 3\\)"),
+    (lambda: masks.graph_mask(torch.ones(2, 2, dtype=torch.cfloat)), "adjacency must be real"),
+])
+def test_new_mask_bad_input_messages(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()

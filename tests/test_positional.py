@@ -62,3 +62,40 @@ def test_module_adds_table():
 def test_bad_input_messages(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_binary_encoding():
+    from companion.positional import binary_encoding
+    b = binary_encoding(9, 4)
+    assert b[7].tolist() == [0, 1, 1, 1] and b[8].tolist() == [1, 0, 0, 0]
+    # neighbours 7, 8 differ in all four digits; 8, 9 in one
+    assert torch.dist(b[7], b[8]).item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="4 bits hold only 16 positions, got length=17"):
+        binary_encoding(17, 4)
+
+
+def test_static_fraction_hand_made():
+    from companion.positional import static_fraction
+    pe = torch.tensor([[0.0, 1.0, 0.0], [0.5, 1.0, 0.01], [1.0, 1.0, 0.02]])
+    assert static_fraction(pe, 0.05) == pytest.approx(2 / 3)
+    assert static_fraction(pe, 0.015) == pytest.approx(1 / 3)
+    # base 10 has no static region at 128 x 512; base 10000 has one
+    assert static_fraction(sinusoidal_encoding(128, 512, 10.0)) == 0.0
+    assert static_fraction(sinusoidal_encoding(128, 512, 10000.0)) > 0.2
+    with pytest.raises(ValueError, match="threshold must be a number > 0"):
+        static_fraction(pe, 0)
+    with pytest.raises(ValueError, match="pe must have 2 dimensions"):
+        static_fraction(torch.zeros(3), 0.1)
+
+
+def test_distances_and_collisions():
+    from companion.positional import min_distance, near_collisions, pairwise_distances
+    pe = torch.tensor([[0.0, 0.0], [3.0, 4.0], [3.0, 4.1]])
+    d = pairwise_distances(pe)
+    assert d[0, 1].item() == pytest.approx(5.0)
+    assert min_distance(pe) == pytest.approx(0.1)
+    assert near_collisions(pe, 0.2) == 1 and near_collisions(pe, 6.0) == 3
+    with pytest.raises(ValueError, match="eps must be a number > 0"):
+        near_collisions(pe, -1)
+    with pytest.raises(ValueError, match="at least 2 positions"):
+        min_distance(pe[:1])
