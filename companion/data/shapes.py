@@ -51,6 +51,19 @@ class ShapesBatch:
         return self.images.shape[0]
 
 
+FACTOR_SIZES = (len(COLORS), len(SHAPES), len(COLORS) + 1, len(SHAPES) + 1, len(RELATIONS) + 1)
+"""Number of classes of each column of :func:`factor_labels`."""
+
+
+def factor_labels(batch: ShapesBatch) -> torch.Tensor:
+    """Class labels ``(B, 5)`` of what a caption says, one column per factor:
+    first colour, first shape, second colour and second shape (0 = no second
+    shape, else id + 1), relation (0 = none, 1 above, 2 left of). Column ``j``
+    has ``FACTOR_SIZES[j]`` classes; a classifier of the images can learn them."""
+    return torch.stack([batch.color_ids[:, 0], batch.shape_ids[:, 0], batch.color_ids[:, 1] + 1,
+                        batch.shape_ids[:, 1] + 1, batch.relation + 1], dim=1)
+
+
 def _shape_masks(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """Pixel masks of the three shapes at unit radius, from offsets ``dx, dy (..., S, S)``
     measured in radii from the centre (y grows downwards). Returns ``(..., 3, S, S)``."""

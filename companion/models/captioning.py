@@ -19,7 +19,7 @@ from .._validate import require_positive_int, require_rank, require_tensor
 
 
 class ShapesCNN(nn.Module):
-    """A small CNN for 3×S×S images: ``features`` (three conv blocks, flatten,
+    """A small CNN for 3×S×S images: ``features`` (three conv/batch-norm/pool blocks, flatten,
     a linear layer to ``feature_dim``) then ``classifier`` (``feature_dim`` →
     ``n_classes``). :meth:`truncate` cuts the classifier off."""
 
@@ -33,13 +33,18 @@ class ShapesCNN(nn.Module):
         side = image_size // 8
         self.feature_dim = feature_dim
         self.features = nn.Sequential(
-            nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # (B, w, S/2, S/2)
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # (B, 2w, S/4, S/4)
-            nn.Conv2d(2 * width, 4 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # (B, 4w, S/8, S/8)
+            *self._block(3, width),  # (B, w, S/2, S/2)
+            *self._block(width, 2 * width),  # (B, 2w, S/4, S/4)
+            *self._block(2 * width, 4 * width),  # (B, 4w, S/8, S/8)
             nn.Flatten(),  # (B, 4w·S/8·S/8): the grid keeps where things are
             nn.Linear(4 * width * side * side, feature_dim), nn.ReLU(),  # (B, feature_dim)
         )
         self.classifier = nn.Linear(feature_dim, n_classes)
+
+    @staticmethod
+    def _block(c_in: int, c_out: int) -> list[nn.Module]:
+        """3×3 convolution, batch norm, ReLU, 2×2 max pooling (halves the side)."""
+        return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2)]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(images))  # (B, n_classes)
