@@ -1,0 +1,5 @@
+"""Seeded data sets of the course."""
+
+from . import digits
+
+__all__ = ["digits"]
