@@ -13,6 +13,7 @@ from companion.models.transformer import (
     Residual,
     Transformer,
     TransformerConfig,
+    layer_norm,
 )
 
 D, H, FF = 16, 4, 32
@@ -27,6 +28,7 @@ def test_layernorm_equals_torch():
         ours.weight.copy_(theirs.weight)
         ours.bias.copy_(theirs.bias)
     assert torch.allclose(ours(x), theirs(x), atol=1e-5)
+    assert torch.allclose(layer_norm(x, ours.weight, ours.bias), theirs(x), atol=1e-5)
 
 
 def test_layernorm_rejects_wrong_width():

@@ -33,11 +33,19 @@ from ..multihead import MultiHeadAttention
 from ..positional import SinusoidalPositionalEncoding
 
 
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """The formula, written out: ``γ ⊙ (x - μ) / sqrt(σ² + ε) + β`` with μ, σ² over the last dimension."""
+    mu = x.mean(dim=-1, keepdim=True)  # (..., 1) one mean per token
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (..., 1) one (biased) variance per token
+    return weight * (x - mu) / torch.sqrt(var + eps) + bias  # (..., d)
+
+
 class LayerNorm(nn.Module):
     """Normalise each token over its ``d`` features: ``γ ⊙ (x - μ) / sqrt(σ² + ε) + β``.
 
     The statistics are per token (last dimension), so they do not depend on the
-    other sequences in the batch nor on how much padding they carry.
+    other sequences in the batch nor on how much padding they carry. ``forward`` calls
+    PyTorch's fused kernel; :func:`layer_norm` is the same formula written out (tested equal).
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -51,9 +59,7 @@ class LayerNorm(nn.Module):
         require_float("x", x)
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(f"x must have last dimension d_model={self.weight.shape[0]}, got shape {tuple(x.shape)}")
-        mu = x.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = x.var(dim=-1, unbiased=False, keepdim=True)  # (..., 1)
-        return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias  # (..., d)
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # (..., d)
 
 
 class FeedForward(nn.Module):
@@ -312,6 +318,10 @@ class Transformer(nn.Module):
         self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
         self.generator = nn.Linear(c.d_model, c.vocab_size)  # the final Linear: d -> V logits
         self.use_cache = True
+        # N(0, 1/d) embeddings: after the × sqrt(d) every coordinate has unit scale, like
+        # the sinusoids it is added to (N(0, 1) rows would drown the positions)
+        for table in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(table.weight, std=c.d_model ** -0.5)
 
     def _check_ids(self, name: str, ids: torch.Tensor) -> None:
         require_tensor(name, ids)
