@@ -8,9 +8,13 @@ Each module holds one idea of the book:
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings
 - :mod:`companion.plotting`   attention heat maps and cost plots
+- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
+- :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention
+- :mod:`companion.train`      one training loop, evaluation helpers
+- :mod:`companion.decoding`   greedy decoding through a step function
 """
 
-from . import attention, device, masks, multihead, plotting, positional
+from . import attention, data, decoding, device, masks, models, multihead, plotting, positional, train
 from .attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
 from .device import default_device, describe_device, seed_everything
 from .masks import causal_mask, padding_mask
@@ -20,7 +24,7 @@ from .positional import sinusoidal_encoding
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "device", "masks", "multihead", "plotting", "positional",
+    "attention", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
     "seed_everything", "sinusoidal_encoding",
