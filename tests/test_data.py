@@ -126,3 +126,14 @@ def test_sequence_task_messages():
         make_sequence_task(4, 5, 3)
     with pytest.raises(ValueError, match="task must be 'copy' or 'reverse', got 'sort'"):
         make_sequence_task(4, 2, 3, "sort")
+
+
+def test_pinned_values_guard_cross_machine_determinism():
+    # Literal values: a change of generator, draw order or platform shows up here.
+    assert make_sequence_task(3, 2, 5, "copy", seed=0).src.tolist() == [[3, 6, 0, 0, 0], [20, 6, 4, 9, 19],
+                                                                          [22, 21, 19, 0, 0]]
+    assert make_dates(3, seed=0).texts == ["jan 24, 35", "thursday, september 12, 2013", "11 february 2001"]
+    b = make_shapes(3, seed=0)
+    assert b.captions == ["a red square above a yellow square", "a blue square",
+                          "a red triangle left of a red triangle"]
+    assert float(b.images.mean()) == pytest.approx(0.0547, abs=1e-4)

@@ -76,12 +76,14 @@ class VanillaRNNCell(nn.Module):
 class ImageCaptioner(nn.Module):
     """Truncated CNN ``encoder`` + recurrent decoder over the caption's tokens.
 
+    ``encoder=None`` means the inputs are already image codes ``(B, feature_dim)``.
+
     ``forward(images (B, 3, S, S), tokens_in (B, T))``: teacher forcing, returns
     ``logits (B, T, V)``. ``start(images)`` and ``step(prev (B,), state)`` are the
     decoder protocol of :mod:`companion.decoding`.
     """
 
-    def __init__(self, encoder: nn.Module, feature_dim: int, vocab_size: int, emb_dim: int = 32,
+    def __init__(self, encoder: nn.Module | None, feature_dim: int, vocab_size: int, emb_dim: int = 32,
                  hidden_dim: int = 128, cell: str = "rnn"):
         super().__init__()
         for name, value in (("feature_dim", feature_dim), ("vocab_size", vocab_size), ("emb_dim", emb_dim),
@@ -97,10 +99,18 @@ class ImageCaptioner(nn.Module):
         self.W_hy = nn.Linear(hidden_dim, vocab_size)
 
     def start(self, images: torch.Tensor) -> dict:
-        """Encode the images: ``b_v = W_hi · CNN(I)`` ``(B, hidden)`` and the initial state."""
+        """Encode the images: ``b_v = W_hi · CNN(I)`` ``(B, hidden)`` and the initial state.
+
+        With ``encoder=None`` pass the image codes ``CNN(I) (B, feature_dim)``
+        instead of images (a frozen CNN's codes can be computed once)."""
         require_tensor("images", images)
-        require_rank("images", images, 4, "B, 3, S, S")
-        b_v = self.W_hi(self.encoder(images))  # (B, hidden)
+        if self.encoder is None:
+            require_rank("images", images, 2, "B, feature_dim image codes, since encoder is None")
+            features = images
+        else:
+            require_rank("images", images, 4, "B, 3, S, S")
+            features = self.encoder(images)  # (B, feature_dim)
+        b_v = self.W_hi(features)  # (B, hidden)
         if self.cell_kind == "rnn":
             h = torch.zeros_like(b_v)  # the image comes in as a bias at t = 1, not as h_0
             return {"h": h, "b_v": b_v, "t": 1}
