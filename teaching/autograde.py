@@ -28,16 +28,17 @@ def main(argv=None) -> None:
     parser.add_argument("--chapters", nargs="*", help="only these chapters (default: every chapter submitted)")
     parser.add_argument("--timeout", type=int, default=None,
                         help="seconds per exercise cell (default: nbgrader_config.py's, 30)")
+    parser.add_argument("--jobs", type=int, default=1, help="chapters graded at the same time (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the nbgrader course folder here (autograded notebooks, gradebook.db)")
     args = parser.parse_args(argv)
     chapters = course.resolve(args.chapters) if args.chapters else None
     t0 = time.perf_counter()
     if args.keep:
-        rows = course.autograde(args.submissions, args.keep, chapters, args.timeout)
+        rows = course.autograde(args.submissions, args.keep, chapters, args.timeout, args.jobs)
     else:
         with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
-            rows = course.autograde(args.submissions, Path(tmp), chapters, args.timeout)
+            rows = course.autograde(args.submissions, Path(tmp), chapters, args.timeout, args.jobs)
     course.write_csv(rows, args.out)
     for r in rows:
         if r["cell"] == "TOTAL":

@@ -1,0 +1,164 @@
+"""Homework: the exercises' format, and autograding proven end to end with nbgrader.
+
+For every chapter with exercises, one autograde run (teaching/autograde.py, the command the
+teaching guide documents) grades three submissions: the instructor notebook (full marks),
+the untouched student edition (zero on every graded cell) and a planted one in which one
+answer is wrong, one raises, one returns NaN and one loops forever; each of these costs
+exactly its own cell's points, and grading finishes.
+"""
+
+import csv
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "teaching"))
+import course  # noqa: E402
+
+CHAPTERS = course.chapters_with_exercises()
+HAVE_NBGRADER = importlib.util.find_spec("nbgrader") is not None
+needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not installed (pip install -e '.[teach]')")
+
+# Per chapter: the solution cell (grade_id) whose source a planted submission replaces, for
+# each kind of mistake. The check cell of solution `x` is `x_check`.
+PLANTS = {
+    "04_masking": {
+        "wrong": ("masking_causal", "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()  # transposed\n"),
+        "nan": ("masking_softmax", "def masked_softmax(scores, mask):\n"
+                "    return torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1)  # NaN on fully masked rows\n"),
+        "raise": ("masking_left", "def left_padding_mask(lengths, max_len):\n    return torch.arange(max_len)[lengths]  # IndexError\n"),
+        "loop": ("masking_predict", "predicted_shape = (3, 1, 5, 5)\nwhile True:\n    pass\n"),
+    },
+    "05_multihead_attention": {
+        "wrong": ("multihead_split", "def split_heads(x, num_heads):\n"
+                  "    return rearrange(x, 'b n (d h) -> b h n d', h=num_heads)  # wrong column order\n"),
+        "nan": ("multihead_one_head", "def one_head(x, w_q, w_k, w_v):\n"
+                "    n = x.shape[0]\n    return torch.full((n, w_v.shape[1]), float('nan')), torch.full((n, n), float('nan'))\n"),
+        "raise": ("multihead_params", "predicted_params_1_head = int('sixteen thousand')\n"),
+        "loop": ("multihead_forward", "def multihead_forward(mha, x):\n    while True:\n        pass\n"),
+    },
+}
+
+
+def cells(chapter):
+    return json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]
+
+
+def source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+# --- the exercises' format (no nbgrader needed) ---------------------------------------------
+
+def test_the_chapters_with_exercises():
+    assert {"04_masking", "05_multihead_attention"} <= set(CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_exercise_format(chapter):
+    cs = cells(chapter)
+    text = [source(c) for c in cs]
+    labels = [m for t in text for m in re.findall(r"```\{exercise\}.*\n:label: (\S+)", t)]
+    assert 3 <= len(labels) <= 6, f"{chapter}: {len(labels)} exercises, expected 3 to 6"
+    heading = next(i for i, t in enumerate(text) if re.search(r"^## Exercises$", t, re.M))
+    assert all(i > heading for i, t in enumerate(text) if "{exercise}" in t), "exercises sit under '## Exercises'"
+    starts = [re.search(r"\{solution-start\} (\S+)\n:class: dropdown", t) for t in text if "{solution-start}" in t]
+    assert all(starts) and sorted(m.group(1) for m in starts) == sorted(labels), "one dropdown solution per exercise"
+    assert sum("{solution-end}" in t for t in text) == len(starts)
+    ids = [meta(c)["grade_id"] for c in cs if meta(c)]
+    assert len(ids) == len(set(ids)), "grade_ids must be unique"
+    for i, c in enumerate(cs):
+        m, t = meta(c), source(c)
+        if "BEGIN SOLUTION" in t:
+            assert m.get("solution"), f"{chapter} cell {i}: a solution region outside a solution cell"
+            mark = "#" if c["cell_type"] == "code" else "%"
+            assert f"{mark} BEGIN SOLUTION" in t and f"{mark} END SOLUTION" in t
+        if "BEGIN HIDDEN TESTS" in t:
+            assert m.get("grade") and not m.get("solution"), f"{chapter} cell {i}: hidden tests outside a test cell"
+            assert "### BEGIN HIDDEN TESTS" in t and "### END HIDDEN TESTS" in t
+        if m.get("solution") and c["cell_type"] == "code":
+            assert "BEGIN SOLUTION" in t, f"{chapter} cell {i}: solution cells mark their solution region"
+        if m.get("grade") and c["cell_type"] == "code":
+            assert m["points"] > 0 and m["grade_id"].endswith("_check") and m.get("locked")
+            solution_id = m["grade_id"].removesuffix("_check")
+            assert solution_id in ids[: ids.index(m["grade_id"])], f"{m['grade_id']} follows its solution cell"
+    assert len(course.graded_cells(chapter)) >= 4, "four graded cells: one per planted mistake in the CI test"
+
+
+# --- autograding, end to end ----------------------------------------------------------------
+
+def plant(chapter, instructor: Path, dest: Path):
+    nb = json.loads(instructor.read_text())
+    by_id = {meta(c).get("grade_id"): c for c in nb["cells"] if meta(c)}
+    for solution_id, code in PLANTS[chapter].values():
+        assert meta(by_id[solution_id]).get("solution"), solution_id
+        by_id[solution_id]["source"] = code
+    dest.write_text(json.dumps(nb, indent=1))
+
+
+@pytest.fixture(scope="module")
+def grades(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("homework")
+    subs = tmp / "submissions"
+    for who in ("instructor", "untouched", "planted"):
+        (subs / who).mkdir(parents=True)
+    course.generate_student_notebooks(CHAPTERS, subs / "untouched", tmp / "generate")
+    for ch in CHAPTERS:
+        (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text())
+        plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / "planted" / f"{ch}.ipynb")
+    out = tmp / "grades.csv"
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
+                          "--timeout", "10", "--jobs", "2"], capture_output=True, text=True, timeout=600)
+    seconds = time.perf_counter() - t0
+    assert run.returncode == 0, run.stdout + run.stderr
+    print(f"autograded {len(CHAPTERS)} chapters x 3 submissions in {seconds:.0f} s")
+    with open(out) as f:
+        return {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
+
+
+def test_every_chapter_with_exercises_has_planted_mistakes():
+    assert sorted(PLANTS) == CHAPTERS, "add the new chapter's planted mistakes to PLANTS"
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_instructor_notebook_gets_full_marks(grades, chapter):
+    for cell, points in course.graded_cells(chapter).items():
+        assert grades["instructor", chapter, cell] == (points, points), cell
+    total = sum(course.graded_cells(chapter).values())
+    assert grades["instructor", chapter, "TOTAL"] == (total, total)
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_untouched_student_notebook_gets_zero(grades, chapter):
+    for cell, points in course.graded_cells(chapter).items():
+        assert grades["untouched", chapter, cell] == (0, points), cell
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
+    planted = {f"{solution_id}_check": kind for kind, (solution_id, _) in PLANTS[chapter].items()}
+    assert set(planted.values()) == {"wrong", "nan", "raise", "loop"}
+    for cell, points in course.graded_cells(chapter).items():
+        expected = 0 if cell in planted else points
+        assert grades["planted", chapter, cell] == (expected, points), f"{cell} ({planted.get(cell, 'correct')})"
+    lost = sum(course.graded_cells(chapter)[c] for c in planted)
+    total = sum(course.graded_cells(chapter).values())
+    assert grades["planted", chapter, "TOTAL"] == (total - lost, total)
