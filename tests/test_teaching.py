@@ -29,6 +29,15 @@ needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not i
 # Per chapter: the solution cell (grade_id) whose source a planted submission replaces, for
 # each kind of mistake. The check cell of solution `x` is `x_check`.
 PLANTS = {
+    "03_self_attention": {
+        "wrong": ("self_window", "def window_mask(n, radius):\n    i = torch.arange(n)\n"
+                  "    return (i[:, None] - i[None, :]).abs() < radius  # off by one\n"),
+        "nan": ("self_plain", "def plain_self_attention(X):\n    w = torch.softmax(X @ X.T / 0.0, dim=-1)  # inf - inf = NaN\n"
+                "    return w @ X, w\n"),
+        "raise": ("self_graph", "def edge_mask(n, edges):\n    mask = torch.eye(n, dtype=torch.bool)\n"
+                  "    for a, b in edges:\n        mask[a, b, 0] = True  # IndexError\n    return mask\n"),
+        "loop": ("self_pixels", "predicted_tokens = 64\nwhile True:\n    pass\n"),
+    },
     "04_masking": {
         "wrong": ("masking_causal", "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()  # transposed\n"),
         "nan": ("masking_softmax", "def masked_softmax(scores, mask):\n"
@@ -43,6 +52,16 @@ PLANTS = {
                 "    n = x.shape[0]\n    return torch.full((n, w_v.shape[1]), float('nan')), torch.full((n, n), float('nan'))\n"),
         "raise": ("multihead_params", "predicted_params_1_head = int('sixteen thousand')\n"),
         "loop": ("multihead_forward", "def multihead_forward(mha, x):\n    while True:\n        pass\n"),
+    },
+    "06_positional_encoding": {
+        "wrong": ("pe_sinusoidal", "def my_sinusoidal(length, d_model, base=10000.0):\n"
+                  "    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)\n"
+                  "    angles = torch.arange(length, dtype=torch.float64)[:, None] * omega\n"
+                  "    return torch.stack([angles.cos(), angles.sin()], -1).flatten(1).float()  # cos and sin swapped\n"),
+        "nan": ("pe_similarity", "def pe_similarity(k, d_model, base=10000.0):\n    return float('nan')\n"),
+        "raise": ("pe_rotation", "def shift_matrix(delta, d_model, base=10000.0):\n"
+                  "    return torch.linalg.inv(torch.zeros(d_model, d_model))  # singular: raises\n"),
+        "loop": ("pe_norm", "predicted_norm_squared = 8\nwhile True:\n    pass\n"),
     },
 }
 
@@ -62,7 +81,7 @@ def meta(cell):
 # --- the exercises' format (no nbgrader needed) ---------------------------------------------
 
 def test_the_chapters_with_exercises():
-    assert {"04_masking", "05_multihead_attention"} <= set(CHAPTERS)
+    assert {"03_self_attention", "04_masking", "05_multihead_attention", "06_positional_encoding"} <= set(CHAPTERS)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
