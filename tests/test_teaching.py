@@ -8,6 +8,7 @@ exactly its own cell's points, and grading finishes.
 """
 
 import csv
+import html
 import importlib.util
 import json
 import re
@@ -181,3 +182,107 @@ def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
     lost = sum(course.graded_cells(chapter)[c] for c in planted)
     total = sum(course.graded_cells(chapter).values())
     assert grades["planted", chapter, "TOTAL"] == (total - lost, total)
+
+
+# --- the student edition of the book --------------------------------------------------------
+
+def regions(text, begin, end):
+    """The lines strictly between each ``begin`` line and its ``end`` line."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif inside:
+            out.append(line)
+    return out
+
+
+def normalise(text):
+    return " ".join(text.split())
+
+
+def fragments(line, markdown):
+    """What a leaked line would look like in the built HTML: a code line as it is; prose
+    without its math and markup (runs of plain words, which survive rendering)."""
+    if not markdown:
+        return [normalise(line)] if len(line.strip()) >= 12 else []
+    plain = re.sub(r"\$[^$]*\$|`[^`]*`|[*_{}\\]", "|", line)
+    return [normalise(run) for run in plain.split("|") if len(run.strip()) >= 20]
+
+
+def secrets(chapter):
+    """Every solution body and hidden test of a chapter's instructor notebook, as fragments."""
+    visible = "\n".join(source(c) for c in json.loads(
+        (ROOT / "_build" / "student-book" / "src" / "notebooks" / f"{chapter}.ipynb").read_text())["cells"])
+    found = set()
+    for c in cells(chapter):
+        text, markdown = source(c), c["cell_type"] == "markdown"
+        lines = regions(text, "BEGIN SOLUTION", "END SOLUTION") + regions(text, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+        for line in lines:
+            found.update(f for f in fragments(line, markdown) if f not in normalise(visible))
+    return found
+
+
+def site_text(html_dir: Path) -> str:
+    """All the text of a built site: HTML without its tags (syntax highlighting splits code
+    into spans), and every other text file (search index, scripts) as it is."""
+    parts = []
+    for path in html_dir.rglob("*"):
+        if not path.is_file() or path.suffix in {".png", ".jpg", ".svg", ".woff", ".woff2", ".ttf", ".eot", ".ico"}:
+            continue
+        raw = path.read_bytes().decode("utf-8", errors="ignore")
+        parts.append(html.unescape(re.sub(r"<[^>]+>", "", raw)) if path.suffix == ".html" else raw)
+    return normalise("\n".join(parts))
+
+
+@pytest.fixture(scope="module")
+def student_book():
+    out = ROOT / "_build" / "student-book"
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "student_book.py"), "--out", str(out), "-W"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    print(f"student book built in {time.perf_counter() - t0:.0f} s")
+    return out / "_build" / "html"
+
+
+@needs_nbgrader
+@pytest.mark.slow
+def test_student_book_leaks_no_solution_and_no_hidden_test(student_book):
+    assert not (student_book / "_sources").exists(), "html_copy_source must be off"
+    assert not list(student_book.rglob("*.ipynb")), "no notebook downloads"
+    text = site_text(student_book)
+    assert "download" not in text.lower() or "btn-download" not in text, "no download button"
+    for chapter in CHAPTERS:
+        page = (student_book / "notebooks" / f"{chapter}.html").read_text()
+        assert "YOUR CODE HERE" not in page and "BEGIN SOLUTION" not in page and "HIDDEN TESTS" not in page
+        # the search sees code: every exercise's visible check is on the page
+        for c in cells(chapter):
+            if meta(c).get("grade") and c["cell_type"] == "code":
+                first = normalise(source(c).splitlines()[-1])
+                assert first in text, f"{chapter}: the visible check {first!r} should be in the student book"
+        leaks = sorted(s for s in secrets(chapter) if s in text)
+        assert not leaks, f"{chapter}: solutions or hidden tests leak into the student book: {leaks[:5]}"
+        assert len(secrets(chapter)) >= 20, f"{chapter}: too few secrets found; is the grep looking at the right text?"
+
+
+def test_leak_grep_sees_through_syntax_highlighting(tmp_path):
+    (tmp_path / "page.html").write_text('<pre><span class="n">weights</span> <span class="o">=</span> '
+                                        '<span class="n">torch</span><span class="o">.</span>softmax(x &amp; y)</pre>')
+    assert "weights = torch.softmax(x & y)" in site_text(tmp_path)
+    assert fragments("a blocked weight falls like $e^{-c}$ but never reaches 0 while it is representable", True) == [
+        "a blocked weight falls like", "but never reaches 0 while it is representable"]
+
+
+@needs_nbgrader
+@pytest.mark.slow
+def test_leak_grep_finds_the_solutions_in_the_instructor_edition(student_book, tmp_path):
+    """The control: the same grep on the instructor notebook rendered to HTML finds its secrets."""
+    chapter = "04_masking"
+    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", str(course.NOTEBOOKS / f"{chapter}.ipynb"),
+                    "--output-dir", str(tmp_path)], check=True, capture_output=True)
+    text = site_text(tmp_path)
+    found = [s for s in secrets(chapter) if s in text]
+    assert len(found) >= 0.9 * len(secrets(chapter)), sorted(set(secrets(chapter)) - set(found))[:10]
