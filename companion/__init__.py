@@ -9,9 +9,29 @@ Each module holds one idea of the book:
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
+- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
+- :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention
+- :mod:`companion.train`      one training loop, evaluation helpers
+- :mod:`companion.decoding`   greedy decoding through a step function
+- :mod:`companion.profiling`  timing and memory measurements
+- :mod:`companion.checks`     checks that students call in the exercises
 """
 
-from . import attention, device, masks, multihead, plotting, positional, selfattention
+from . import (
+    attention,
+    checks,
+    data,
+    decoding,
+    device,
+    masks,
+    models,
+    multihead,
+    plotting,
+    positional,
+    profiling,
+    selfattention,
+    train,
+)
 from .attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
 from .device import default_device, describe_device, seed_everything
 from .masks import causal_mask, padding_mask
@@ -21,7 +41,8 @@ from .positional import sinusoidal_encoding
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "device", "masks", "multihead", "plotting", "positional", "selfattention",
+    "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
+    "profiling", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
     "seed_everything", "sinusoidal_encoding",

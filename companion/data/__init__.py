@@ -1,0 +1,19 @@
+"""Seeded, offline data for the course, one module per dataset.
+
+- :mod:`companion.data.vocab`     tokens <-> ids, with ``<pad>``, ``<start>``, ``<end>``
+- :mod:`companion.data.shapes`    images of coloured shapes with captions (and labels)
+- :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
+- :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
+
+Every generator draws its random numbers in one batch from a generator seeded
+by ``seed``, so the same call gives the same data on every machine.
+"""
+
+from . import dates, sequences, shapes, vocab
+from .dates import DateBatch, make_dates
+from .sequences import SequenceBatch, make_sequence_task
+from .shapes import ShapesBatch, make_shapes
+from .vocab import Vocab
+
+__all__ = ["dates", "sequences", "shapes", "vocab", "DateBatch", "SequenceBatch", "ShapesBatch", "Vocab",
+           "make_dates", "make_sequence_task", "make_shapes"]

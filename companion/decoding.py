@@ -1,0 +1,124 @@
+"""Decoding: turning a model that predicts the next token into a sequence.
+
+Every decoder of the course (the captioning RNN, the seq2seq GRUs, later the
+Transformer) exposes the same *step function*::
+
+    step_fn(prev_tokens (B,), state) -> (logits (B, V), new_state)
+
+``state`` is whatever the model carries between steps (a hidden vector, the
+encoder outputs, a key/value cache); the decoding loop never looks inside it.
+Greedy decoding lives here, once. Beam search will sit beside it with the same
+step function plus a way to reorder the rows of ``state`` (see
+:func:`index_state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._validate import require_positive_int
+
+StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
+
+
+@dataclass
+class Decoded:
+    """The result of a decoding run.
+
+    ``tokens (B, T)``: the generated ids, ``<start>`` not included, ``pad_id``
+    after each row's ``<end>``; ``lengths (B,)``: tokens up to and including
+    ``<end>`` (``T`` for a row that never ended); ``log_prob (B,)``: the sum of the
+    log-probabilities of the chosen tokens (what beam search maximises);
+    ``finished (B,)``: whether the row produced ``<end>``.
+    """
+
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    log_prob: torch.Tensor
+    finished: torch.Tensor
+
+
+def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: int, *, batch_size: int,
+                  device: torch.device | str | None = None, pad_id: int = 0,
+                  on_step: Callable[[int, torch.Tensor, Any], None] | None = None) -> Decoded:
+    """Autoregressive greedy decoding: feed ``<start>``, take the most likely
+    token, feed it back, until every row has produced ``eos_id`` or ``max_len``
+    tokens were made::
+
+        y_0 = <start>;   y_t = argmax_v  p(v | y_<t, state)
+
+    ``on_step(t, tokens (B,), state)`` is called after each step (e.g. to
+    collect attention weights kept in ``state``). Call it inside
+    ``torch.inference_mode()`` when no gradients are needed.
+    """
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    require_positive_int("max_len", max_len)
+    require_positive_int("batch_size", batch_size)
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
+    prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)  # (B,)
+    finished = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (B,)
+    lengths = torch.full((batch_size,), max_len, dtype=torch.long, device=device)
+    log_prob = torch.zeros(batch_size, device=device)
+    out = []
+    for t in range(max_len):
+        logits, state = step_fn(prev, state)
+        if logits.dim() != 2 or logits.shape[0] != batch_size:
+            raise ValueError(f"step_fn must return logits of shape (B={batch_size}, V), got {tuple(logits.shape)}")
+        logp = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+        token = logp.argmax(dim=-1)  # (B,)
+        log_prob = log_prob + torch.where(finished, 0.0, logp.gather(1, token[:, None]).squeeze(1))
+        token = token.masked_fill(finished, pad_id)
+        out.append(token)
+        just_ended = (token == eos_id) & ~finished
+        lengths = torch.where(just_ended, t + 1, lengths)
+        finished = finished | just_ended
+        if on_step is not None:
+            on_step(t, token, state)
+        prev = token
+        if bool(finished.all()):  # one sync per step; decoding is not the training loop
+            break
+    tokens = torch.stack(out, dim=1)  # (B, T)
+    return Decoded(tokens=tokens, lengths=lengths, log_prob=log_prob, finished=finished)
+
+
+def index_state(state: Any, index: torch.Tensor) -> Any:
+    """Select rows ``index`` (dim 0) of every tensor in a nested ``state``
+    (tensors, tuples, lists, dicts; other values are kept). This is what beam
+    search needs to reorder its hypotheses."""
+    if isinstance(state, torch.Tensor):
+        return state.index_select(0, index)
+    if isinstance(state, dict):
+        return {k: index_state(v, index) for k, v in state.items()}
+    if isinstance(state, (tuple, list)):
+        return type(state)(index_state(v, index) for v in state)
+    return state
+
+
+def generate(model, *inputs: torch.Tensor, bos_id: int, eos_id: int, max_len: int, pad_id: int = 0,
+             keep: str | None = None):
+    """Greedy decoding of any model with ``model.start(*inputs) -> state`` and
+    ``model.step(prev, state) -> (logits, state)`` (the course's decoder protocol).
+
+    Returns the token ids ``(B, T)``; with ``keep="weights"`` (a key of the state
+    dict) also that entry of every step stacked on dim 1, e.g. attention weights
+    ``(B, T, N)``.
+    """
+    for name in ("start", "step"):
+        if not callable(getattr(model, name, None)):
+            raise TypeError(f"model must have a {name}() method (the decoder protocol), "
+                            f"{type(model).__name__} has none")
+    kept = []
+    on_step = (lambda t, tok, st: kept.append(st[keep])) if keep is not None else None
+    state = model.start(*inputs)
+    result = greedy_decode(model.step, state, bos_id, eos_id, max_len, batch_size=inputs[0].shape[0],
+                           device=inputs[0].device, pad_id=pad_id, on_step=on_step)
+    if keep is None:
+        return result.tokens
+    return result.tokens, torch.stack(kept, dim=1)

@@ -1,0 +1,136 @@
+"""Sequence to sequence with GRUs: the bottleneck, then attention.
+
+Encoder: ``h_1 … h_N = GRU(embed(x_1 … x_N))``.
+
+Decoder at step ``t`` (state ``s_{t-1}``, previous token ``y_{t-1}``):
+
+* no attention: the context is the encoder's last state, ``c = h_N``, the
+  same fixed-size vector at every step (the bottleneck);
+* attention: ``e_i = f_att(s_{t-1}, h_i)``, ``a = softmax(e)``, ``c_t = Σ_i a_i h_i``
+  with ``f_att`` additive (Bahdanau) or scaled dot-product;
+
+then ``s_t = GRUCell([embed(y_{t-1}); c_t], s_{t-1})`` and
+``logits_t = W_o [s_t; c_t]``. Both start from ``s_0 = h_N``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._validate import require_positive_int, require_rank, require_tensor
+from ..attention import AdditiveAttention, scaled_dot_product_attention
+from ..masks import padding_mask
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product scoring for one query per sequence.
+
+    ``q = W_Q s``, keys ``k_i = W_K h_i``, values ``v_i = W_V h_i``, then
+    ``e_i = q·k_i / sqrt(d)``, ``a = softmax(e)``, ``c = Σ_i a_i v_i``, computed by
+    :func:`companion.attention.scaled_dot_product_attention`.
+
+    Call with ``query (B, query_dim)``, ``keys (B, N, key_dim)`` and a boolean
+    ``mask (B, N)`` (True = real key); returns ``(context (B, dim), weights (B, N))``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, dim: int):
+        super().__init__()
+        for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("dim", dim)):
+            require_positive_int(name, value)
+        self.W_Q = nn.Linear(query_dim, dim, bias=False)
+        self.W_K = nn.Linear(key_dim, dim, bias=False)
+        self.W_V = nn.Linear(key_dim, dim, bias=False)
+
+    def project(self, keys):
+        """Keys and values ``(B, N, d)`` of the data vectors ``keys (B, N, key_dim)``;
+        a decoder computes them once per sequence, not at every step."""
+        require_rank("keys", keys, 3, "B, N, key_dim")
+        return self.W_K(keys), self.W_V(keys)  # (B, N, d) each
+
+    def forward(self, query, keys, mask=None, projected=None):
+        require_rank("query", query, 2, "B, query_dim")
+        k, v = self.project(keys) if projected is None else projected  # (B, N, d) each
+        q = self.W_Q(query)[:, None, :]  # (B, 1, d)
+        m = None if mask is None else mask[:, None, :]  # (B, 1, N)
+        out, weights = scaled_dot_product_attention(q, k, v, m)  # (B, 1, d), (B, 1, N)
+        return out[:, 0], weights[:, 0]  # (B, d), (B, N)
+
+
+class Seq2Seq(nn.Module):
+    """GRU encoder-decoder; ``attention`` is ``None`` (last state only),
+    ``"additive"`` or ``"dot"``.
+
+    ``forward(src (B, N), src_lengths (B,), tgt_in (B, T))`` runs the decoder with
+    teacher forcing and returns ``(logits (B, T, V), weights (B, T, N) or None)``.
+    ``start``/``step`` expose the decoder to :func:`companion.decoding.greedy_decode`
+    (or :func:`companion.decoding.generate`).
+    """
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 32, hidden_dim: int = 64,
+                 attention: str | None = None, pad_id: int = 0):
+        super().__init__()
+        for name, value in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("emb_dim", emb_dim),
+                            ("hidden_dim", hidden_dim)):
+            require_positive_int(name, value)
+        if attention not in (None, "additive", "dot"):
+            raise ValueError(f"attention must be None, 'additive' or 'dot', got {attention!r}")
+        self.attention_kind, self.pad_id = attention, pad_id
+        self.src_embed = nn.Embedding(src_vocab, emb_dim, padding_idx=pad_id)
+        self.encoder = nn.GRU(emb_dim, hidden_dim, batch_first=True)
+        self.tgt_embed = nn.Embedding(tgt_vocab, emb_dim, padding_idx=pad_id)
+        if attention == "additive":
+            self.attend = AdditiveAttention(hidden_dim, hidden_dim, hidden_dim)
+        elif attention == "dot":
+            self.attend = DotProductAttention(hidden_dim, hidden_dim, hidden_dim)
+        self.cell = nn.GRUCell(emb_dim + hidden_dim, hidden_dim)
+        self.out = nn.Linear(2 * hidden_dim, tgt_vocab)
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """Encoder states ``H (B, N, hidden)``, the last real state ``h_N (B, hidden)``
+        and the padding mask ``(B, N)`` (True = real token)."""
+        require_tensor("src", src)
+        require_rank("src", src, 2, "B, N token ids")
+        require_tensor("src_lengths", src_lengths)
+        if src_lengths.shape != src.shape[:1]:
+            raise ValueError(f"src_lengths must have shape ({src.shape[0]},) for src {tuple(src.shape)}, "
+                             f"got {tuple(src_lengths.shape)}")
+        H, _ = self.encoder(self.src_embed(src))  # (B, N, hidden)
+        # A unidirectional GRU's state at the last real token ignores the padding after it.
+        last = H[torch.arange(src.shape[0], device=src.device), src_lengths - 1]  # (B, hidden)
+        mask = padding_mask(src_lengths, src.shape[1])  # (B, N)
+        return H, last, mask
+
+    def start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:
+        """The decoder's initial state: ``s_0 = h_N`` and what attention reads."""
+        H, last, mask = self.encode(src, src_lengths)
+        state = {"s": last, "H": H, "mask": mask, "last": last, "weights": None}
+        if self.attention_kind == "dot":
+            state["KV"] = self.attend.project(H)  # (B, N, d) keys and values, once
+        return state
+
+    def step(self, prev: torch.Tensor, state: dict):
+        """One decoder step: ``prev (B,)`` token ids -> ``logits (B, V)``, new state
+        (whose ``"weights" (B, N)`` are this step's attention weights)."""
+        s = state["s"]  # (B, hidden)
+        if self.attention_kind is None:
+            c, a = state["last"], None  # the same vector at every step
+        elif self.attention_kind == "dot":
+            c, a = self.attend(s, state["H"], mask=state["mask"], projected=state["KV"])  # (B, hidden), (B, N)
+        else:
+            c, a = self.attend(s, state["H"], mask=state["mask"])  # (B, hidden), (B, N)
+        s = self.cell(torch.cat([self.tgt_embed(prev), c], dim=-1), s)  # (B, hidden)
+        logits = self.out(torch.cat([s, c], dim=-1))  # (B, V)
+        return logits, {**state, "s": s, "weights": a}
+
+    def forward(self, src, src_lengths, tgt_in):
+        require_rank("tgt_in", tgt_in, 2, "B, T token ids")
+        state = self.start(src, src_lengths)
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):  # teacher forcing: feed the true previous token
+            step_logits, state = self.step(tgt_in[:, t], state)
+            logits.append(step_logits)
+            weights.append(state["weights"])
+        logits = torch.stack(logits, dim=1)  # (B, T, V)
+        weights = None if self.attention_kind is None else torch.stack(weights, dim=1)  # (B, T, N)
+        return logits, weights

@@ -1,0 +1,130 @@
+"""Captioning and seq2seq models: the injection, teacher forcing vs free running, attention."""
+
+import pytest
+import torch
+
+from companion.data import make_dates, make_sequence_task, make_shapes
+from companion.decoding import generate
+from companion.models import DotProductAttention, ImageCaptioner, Seq2Seq, ShapesCNN, VanillaRNNCell
+
+
+def captioner(cell="rnn", V=14):
+    cnn = ShapesCNN(n_classes=12, feature_dim=24, width=4)
+    return ImageCaptioner(cnn.truncate(), 24, V, emb_dim=8, hidden_dim=16, cell=cell)
+
+
+def test_truncated_cnn_gives_features():
+    cnn = ShapesCNN(n_classes=12, feature_dim=24, width=4)
+    x = torch.rand(5, 3, 32, 32)
+    assert cnn(x).shape == (5, 12)
+    assert cnn.truncate()(x).shape == (5, 24)
+    with pytest.raises(ValueError, match="image_size must be a multiple of 8"):
+        ShapesCNN(3, image_size=30)
+
+
+def test_vanilla_cell_formula():
+    cell = VanillaRNNCell(3, 4)
+    x, h, b_v = torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 4)
+    want = torch.tanh(x @ cell.W_hx.weight.T + h @ cell.W_hh.weight.T + cell.b_h + b_v)
+    torch.testing.assert_close(cell(x, h, b_v), want)
+
+
+def test_image_enters_at_first_step_only():
+    m = captioner().eval()
+    imgs = torch.rand(3, 3, 32, 32)
+    tokens = torch.randint(3, 14, (3, 5))
+    s1 = m.start(imgs)
+    s2 = {**s1, "b_v": s1["b_v"] + 5.0}  # a different image code
+    _, a = m.step(tokens[:, 0], s1)
+    _, b = m.step(tokens[:, 0], s2)
+    assert not torch.allclose(a["h"], b["h"])  # h_1 depends on b_v
+    # From t = 2 on, with the same h_{t-1}, b_v has no direct effect:
+    _, a2 = m.step(tokens[:, 1], a)
+    _, b2 = m.step(tokens[:, 1], {**a, "b_v": b["b_v"]})
+    torch.testing.assert_close(a2["h"], b2["h"])
+    # Gradient view: d h_2 / d b_v flows only through h_1.
+    b_v = s1["b_v"].detach().requires_grad_()
+    _, st = m.step(tokens[:, 0], {**s1, "b_v": b_v})
+    h1 = st["h"]
+    h1.retain_grad()
+    _, st2 = m.step(tokens[:, 1], st)
+    st2["h"].sum().backward()
+    direct = torch.autograd.grad(m.cell(m.embed(tokens[:, 1]), h1.detach(), None).sum(), b_v, allow_unused=True)[0]
+    assert direct is None and b_v.grad is not None and h1.grad is not None
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_teacher_forcing_and_free_running_shapes(cell):
+    m = captioner(cell).eval()
+    b = make_shapes(6, seed=0)
+    logits = m(b.images, b.tokens[:, :-1])
+    assert logits.shape == (6, b.tokens.shape[1] - 1, 14)
+    with torch.inference_mode():
+        out = generate(m, b.images, bos_id=1, eos_id=2, max_len=7)
+    assert out.shape[0] == 6 and 1 <= out.shape[1] <= 7 and out.dtype == torch.long
+    # Greedy step t with the true prefix equals the teacher-forced logits at t.
+    with torch.inference_mode():
+        state = m.start(b.images)
+        first, _ = m.step(b.tokens[:, 0], state)
+    torch.testing.assert_close(first, logits[:, 0].detach())
+
+
+def test_captioner_messages():
+    with pytest.raises(ValueError, match="cell must be 'rnn', 'gru' or 'lstm', got 'transformer'"):
+        captioner("transformer")
+    m = captioner()
+    with pytest.raises(ValueError, match="images must have 4 dimensions \\(B, 3, S, S\\), got shape \\(3, 32, 32\\)"):
+        m.start(torch.rand(3, 32, 32))
+    with pytest.raises(ValueError, match="same batch size"):
+        m(torch.rand(2, 3, 32, 32), torch.zeros(3, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("attention", [None, "additive", "dot"])
+def test_seq2seq_shapes_and_attention_rows(attention):
+    b = make_sequence_task(5, 2, 7, seed=0)
+    m = Seq2Seq(len(b.vocab), len(b.vocab), 8, 16, attention)
+    logits, w = m(b.src, b.src_lengths, b.tgt[:, :-1])
+    assert logits.shape == (5, b.tgt.shape[1] - 1, len(b.vocab))
+    if attention is None:
+        assert w is None
+        return
+    assert w.shape == (5, b.tgt.shape[1] - 1, b.src.shape[1])
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
+    pad = b.src == 0  # (B, N)
+    assert (w.masked_select(pad[:, None, :].expand_as(w)) == 0).all()
+
+
+@pytest.mark.parametrize("attention", [None, "additive", "dot"])
+def test_padding_content_does_not_matter(attention):
+    b = make_sequence_task(4, 2, 6, seed=1)
+    m = Seq2Seq(len(b.vocab), len(b.vocab), 8, 16, attention).eval()
+    noisy = b.src.clone()
+    noisy[b.src == 0] = 5  # garbage where the padding is
+    a, _ = m(b.src, b.src_lengths, b.tgt[:, :-1])
+    c, _ = m(noisy, b.src_lengths, b.tgt[:, :-1])
+    torch.testing.assert_close(a, c)
+
+
+def test_dot_attention_matches_formula():
+    att = DotProductAttention(6, 5, 4)
+    s, H = torch.randn(2, 6), torch.randn(2, 3, 5)
+    c, a = att(s, H)
+    q, k, v = att.W_Q(s), att.W_K(H), att.W_V(H)
+    e = torch.einsum("bd,bnd->bn", q, k) / 2.0  # sqrt(4)
+    torch.testing.assert_close(a, e.softmax(-1))
+    torch.testing.assert_close(c, torch.einsum("bn,bnd->bd", a, v))
+
+
+def test_seq2seq_messages():
+    with pytest.raises(ValueError, match="attention must be None, 'additive' or 'dot', got 'luong'"):
+        Seq2Seq(5, 5, attention="luong")
+    m = Seq2Seq(10, 10, 4, 8)
+    with pytest.raises(ValueError, match="src_lengths must have shape \\(2,\\) for src \\(2, 4\\), got \\(3,\\)"):
+        m(torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 4, 4]), torch.ones(2, 3, dtype=torch.long))
+
+
+def test_dates_fit_the_model_vocabularies():
+    b = make_dates(8, seed=0)
+    m = Seq2Seq(len(b.src_vocab), len(b.tgt_vocab), 8, 16, "additive")
+    logits, w = m(b.src, b.src_lengths, b.tgt[:, :-1])
+    assert logits.shape == (8, 11, len(b.tgt_vocab)) and w.shape == (8, 11, b.src.shape[1])
