@@ -30,6 +30,13 @@ needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not i
 # Per chapter: the solution cell (grade_id) whose source a planted submission replaces, for
 # each kind of mistake. The check cell of solution `x` is `x_check`.
 PLANTS = {
+    "01_rnn_captioning": {
+        "wrong": ("rnn_teacher", "def teacher_forcing_pair(tokens):\n    return tokens[:, 1:], tokens[:, :-1]  # swapped\n"),
+        "nan": ("rnn_accuracy", "def token_accuracy(pred, target, pad_id=0):\n"
+                "    real = target != pad_id\n    return ((pred == target) & real).sum().item() / 0 if False else float('nan')\n"),
+        "raise": ("rnn_step", "def rnn_step(cell, x, h, b_v=None):\n    return torch.tanh(x @ cell.W_hx.weight + h)  # shapes do not match\n"),
+        "loop": ("rnn_predict", "predicted_cell_params = 20608\nwhile True:\n    pass\n"),
+    },
     "03_self_attention": {
         "wrong": ("self_window", "def window_mask(n, radius):\n    i = torch.arange(n)\n"
                   "    return (i[:, None] - i[None, :]).abs() < radius  # off by one\n"),
