@@ -34,13 +34,13 @@ PLANTS = {
         "wrong": ("rnn_teacher", "def teacher_forcing_pair(tokens):\n    return tokens[:, 1:], tokens[:, :-1]  # swapped\n"),
         "nan": ("rnn_accuracy", "def token_accuracy(pred, target, pad_id=0):\n"
                 "    real = (target != pad_id).float()\n    return (real.sum() * 0 / 0).item()  # 0/0 in floating point: NaN\n"),
-        "raise": ("rnn_step", "def rnn_step(cell, x, h, b_v=None):\n    return torch.tanh(x @ cell.W_hx.weight + h)  # shapes do not match\n"),
+        "raise": ("rnn_step", "def rnn_step(cell, x, h, b_v=None):\n    return torch.tanh(x @ cell.W_hx.weight + h)  # shape error\n"),
         "loop": ("rnn_predict", "predicted_cell_params = 20608\nwhile True:\n    pass\n"),
     },
     "02_seq2seq_attention": {
         "wrong": ("seq2seq_dot", "def attend(query, keys, values):\n    w = torch.softmax((keys @ query[:, :, None])[:, :, 0], dim=-1)\n"
                   "    return (w[:, None, :] @ values)[:, 0], w  # forgot the 1/sqrt(D)\n"),
-        "nan": ("seq2seq_entropy", "def attention_entropy(weights):\n    return -(weights * torch.log(weights)).sum(-1)  # 0 log 0 = NaN\n"),
+        "nan": ("seq2seq_entropy", "def attention_entropy(weights):\n    return -(weights * torch.log(weights)).sum(-1)  # 0 log 0: NaN\n"),
         "raise": ("seq2seq_additive", "def additive_scores(attn, query, keys):\n"
                   "    return attn.w(torch.tanh(attn.W_q(keys) + attn.W_k(query)))  # swapped: a shape error\n"),
         "loop": ("seq2seq_variance", "predicted_var_raw = 256\nwhile True:\n    pass\n"),
@@ -97,7 +97,8 @@ def meta(cell):
 # --- the exercises' format (no nbgrader needed) ---------------------------------------------
 
 def test_the_chapters_with_exercises():
-    assert {"01_rnn_captioning", "02_seq2seq_attention", "03_self_attention", "04_masking", "05_multihead_attention", "06_positional_encoding"} <= set(CHAPTERS)
+    assert {"01_rnn_captioning", "02_seq2seq_attention", "03_self_attention", "04_masking",
+            "05_multihead_attention", "06_positional_encoding"} <= set(CHAPTERS)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
