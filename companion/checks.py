@@ -81,3 +81,22 @@ def check_attention_weights(weights, mask=None, name: str = "weights", atol: flo
         if (leaked != 0).any():
             raise AssertionError(f"{name} gives weight to {int((leaked != 0).sum())} blocked positions "
                                  f"(largest {leaked.abs().max().item():.3g}); masked entries must be exactly 0")
+
+
+def check_equal(actual, expected, name: str = "answer") -> None:
+    """Assert that an exact answer (an int, a bool, a tuple of sizes, a string) equals ``expected``.
+
+    Numbers are compared by value (``3 == 3.0``), so a prediction may be typed either way;
+    tensors and arrays are refused: compare those with :func:`check_close`.
+    """
+    if isinstance(actual, torch.Tensor) or hasattr(actual, "__array__"):
+        raise AssertionError(f"{name} must be a plain Python value such as {expected!r}, got a {type(actual).__name__}; "
+                             f"use check_close for tensors")
+    if isinstance(expected, tuple) and isinstance(actual, (list, torch.Size)):
+        actual = tuple(actual)
+    if actual is None or actual is Ellipsis:
+        raise AssertionError(f"{name} is {actual!r}: replace it by your answer")
+    if type(actual) is bool and type(expected) is not bool or type(expected) is bool and type(actual) is not bool:
+        raise AssertionError(f"{name} is {actual!r} ({type(actual).__name__}), expected {expected!r} ({type(expected).__name__})")
+    if actual != expected:
+        raise AssertionError(f"{name} is {actual!r}, expected {expected!r}")

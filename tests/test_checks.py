@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from companion.attention import scaled_dot_product_attention
-from companion.checks import check_attention_weights, check_close, check_shape, rel_error
+from companion.checks import check_attention_weights, check_close, check_equal, check_shape, rel_error
 from companion.masks import causal_mask
 
 
@@ -49,3 +49,21 @@ def test_check_attention_weights():
         check_attention_weights(torch.tensor([[1.0, 1.0], [0.5, 0.5]]))
     with pytest.raises(AssertionError, match="negative"):
         check_attention_weights(torch.tensor([[1.5, -0.5]]))
+
+
+def test_check_equal_compares_exact_answers():
+    check_equal((3, 1, 5, 5), (3, 1, 5, 5))
+    check_equal([2, 3], (2, 3))  # a list for a tuple of sizes
+    check_equal(torch.Size([2, 3]), (2, 3))
+    check_equal(12.0, 12)
+    check_equal(True, True)
+    with pytest.raises(AssertionError, match=r"predicted_allowed is 11, expected 12"):
+        check_equal(11, 12, name="predicted_allowed")
+    with pytest.raises(AssertionError, match=r"answer is None: replace it by your answer"):
+        check_equal(None, 12)
+    with pytest.raises(AssertionError, match=r"is 1 \(int\), expected True \(bool\)"):
+        check_equal(1, True)
+    with pytest.raises(AssertionError, match="use check_close for tensors"):
+        check_equal(torch.tensor(12), 12)
+    with pytest.raises(AssertionError, match="expected 12"):
+        check_equal(float("nan"), 12)

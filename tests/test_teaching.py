@@ -1,0 +1,304 @@
+"""Homework: the exercises' format, and autograding proven end to end with nbgrader.
+
+For every chapter with exercises, one autograde run (teaching/autograde.py, the command the
+teaching guide documents) grades three submissions: the instructor notebook (full marks),
+the untouched student edition (zero on every graded cell) and a planted one in which one
+answer is wrong, one raises, one returns NaN and one loops forever; each of these costs
+exactly its own cell's points, and grading finishes.
+"""
+
+import csv
+import html
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "teaching"))
+import course  # noqa: E402
+
+CHAPTERS = course.chapters_with_exercises()
+HAVE_NBGRADER = importlib.util.find_spec("nbgrader") is not None
+needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not installed (pip install -e '.[teach]')")
+
+# Per chapter: the solution cell (grade_id) whose source a planted submission replaces, for
+# each kind of mistake. The check cell of solution `x` is `x_check`.
+PLANTS = {
+    "01_rnn_captioning": {
+        "wrong": ("rnn_teacher", "def teacher_forcing_pair(tokens):\n    return tokens[:, 1:], tokens[:, :-1]  # swapped\n"),
+        "nan": ("rnn_accuracy", "def token_accuracy(pred, target, pad_id=0):\n"
+                "    real = (target != pad_id).float()\n    return (real.sum() * 0 / 0).item()  # 0/0 in floating point: NaN\n"),
+        "raise": ("rnn_step", "def rnn_step(cell, x, h, b_v=None):\n    return torch.tanh(x @ cell.W_hx.weight + h)  # shape error\n"),
+        "loop": ("rnn_predict", "predicted_cell_params = 20608\nwhile True:\n    pass\n"),
+    },
+    "02_seq2seq_attention": {
+        "wrong": ("seq2seq_dot", "def attend(query, keys, values):\n    w = torch.softmax((keys @ query[:, :, None])[:, :, 0], dim=-1)\n"
+                  "    return (w[:, None, :] @ values)[:, 0], w  # forgot the 1/sqrt(D)\n"),
+        "nan": ("seq2seq_entropy", "def attention_entropy(weights):\n    return -(weights * torch.log(weights)).sum(-1)  # 0 log 0: NaN\n"),
+        "raise": ("seq2seq_additive", "def additive_scores(attn, query, keys):\n"
+                  "    return attn.w(torch.tanh(attn.W_q(keys) + attn.W_k(query)))  # swapped: a shape error\n"),
+        "loop": ("seq2seq_variance", "predicted_var_raw = 256\nwhile True:\n    pass\n"),
+    },
+    "03_self_attention": {
+        "wrong": ("self_window", "def window_mask(n, radius):\n    i = torch.arange(n)\n"
+                  "    return (i[:, None] - i[None, :]).abs() < radius  # off by one\n"),
+        "nan": ("self_plain", "def plain_self_attention(X):\n    w = torch.softmax(X @ X.T / 0.0, dim=-1)  # inf - inf = NaN\n"
+                "    return w @ X, w\n"),
+        "raise": ("self_graph", "def edge_mask(n, edges):\n    mask = torch.eye(n, dtype=torch.bool)\n"
+                  "    for a, b in edges:\n        mask[a, b, 0] = True  # IndexError\n    return mask\n"),
+        "loop": ("self_pixels", "predicted_tokens = 64\nwhile True:\n    pass\n"),
+    },
+    "04_masking": {
+        "wrong": ("masking_causal", "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()  # transposed\n"),
+        "nan": ("masking_softmax", "def masked_softmax(scores, mask):\n"
+                "    return torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1)  # NaN on fully masked rows\n"),
+        "raise": ("masking_left", "def left_padding_mask(lengths, max_len):\n    return torch.arange(max_len)[lengths]  # IndexError\n"),
+        "loop": ("masking_predict", "predicted_shape = (3, 1, 5, 5)\nwhile True:\n    pass\n"),
+    },
+    "05_multihead_attention": {
+        "wrong": ("multihead_split", "def split_heads(x, num_heads):\n"
+                  "    return rearrange(x, 'b n (d h) -> b h n d', h=num_heads)  # wrong column order\n"),
+        "nan": ("multihead_one_head", "def one_head(x, w_q, w_k, w_v):\n"
+                "    n = x.shape[0]\n    return torch.full((n, w_v.shape[1]), float('nan')), torch.full((n, n), float('nan'))\n"),
+        "raise": ("multihead_params", "predicted_params_1_head = int('sixteen thousand')\n"),
+        "loop": ("multihead_forward", "def multihead_forward(mha, x):\n    while True:\n        pass\n"),
+    },
+    "06_positional_encoding": {
+        "wrong": ("pe_sinusoidal", "def my_sinusoidal(length, d_model, base=10000.0):\n"
+                  "    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)\n"
+                  "    angles = torch.arange(length, dtype=torch.float64)[:, None] * omega\n"
+                  "    return torch.stack([angles.cos(), angles.sin()], -1).flatten(1).float()  # cos and sin swapped\n"),
+        "nan": ("pe_similarity", "def pe_similarity(k, d_model, base=10000.0):\n    return float('nan')\n"),
+        "raise": ("pe_rotation", "def shift_matrix(delta, d_model, base=10000.0):\n"
+                  "    return torch.linalg.inv(torch.zeros(d_model, d_model))  # singular: raises\n"),
+        "loop": ("pe_norm", "predicted_norm_squared = 8\nwhile True:\n    pass\n"),
+    },
+}
+
+
+def cells(chapter):
+    return json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]
+
+
+def source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+# --- the exercises' format (no nbgrader needed) ---------------------------------------------
+
+def test_the_chapters_with_exercises():
+    assert {"01_rnn_captioning", "02_seq2seq_attention", "03_self_attention", "04_masking",
+            "05_multihead_attention", "06_positional_encoding"} <= set(CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_exercise_format(chapter):
+    cs = cells(chapter)
+    text = [source(c) for c in cs]
+    labels = [m for t in text for m in re.findall(r"```\{exercise\}.*\n:label: (\S+)", t)]
+    assert 3 <= len(labels) <= 6, f"{chapter}: {len(labels)} exercises, expected 3 to 6"
+    heading = next(i for i, t in enumerate(text) if re.search(r"^## Exercises$", t, re.M))
+    assert all(i > heading for i, t in enumerate(text) if "{exercise}" in t), "exercises sit under '## Exercises'"
+    starts = [re.search(r"\{solution-start\} (\S+)\n:class: dropdown", t) for t in text if "{solution-start}" in t]
+    assert all(starts) and sorted(m.group(1) for m in starts) == sorted(labels), "one dropdown solution per exercise"
+    assert sum("{solution-end}" in t for t in text) == len(starts)
+    ids = [meta(c)["grade_id"] for c in cs if meta(c)]
+    assert len(ids) == len(set(ids)), "grade_ids must be unique"
+    for i, c in enumerate(cs):
+        m, t = meta(c), source(c)
+        if "BEGIN SOLUTION" in t:
+            assert m.get("solution"), f"{chapter} cell {i}: a solution region outside a solution cell"
+            mark = "#" if c["cell_type"] == "code" else "%"
+            assert f"{mark} BEGIN SOLUTION" in t and f"{mark} END SOLUTION" in t
+        if "BEGIN HIDDEN TESTS" in t:
+            assert m.get("grade") and not m.get("solution"), f"{chapter} cell {i}: hidden tests outside a test cell"
+            assert "### BEGIN HIDDEN TESTS" in t and "### END HIDDEN TESTS" in t
+        if m.get("solution") and c["cell_type"] == "code":
+            assert "BEGIN SOLUTION" in t, f"{chapter} cell {i}: solution cells mark their solution region"
+        if m.get("grade") and c["cell_type"] == "code":
+            assert m["points"] > 0 and m["grade_id"].endswith("_check") and m.get("locked")
+            solution_id = m["grade_id"].removesuffix("_check")
+            assert solution_id in ids[: ids.index(m["grade_id"])], f"{m['grade_id']} follows its solution cell"
+    assert len(course.graded_cells(chapter)) >= 4, "four graded cells: one per planted mistake in the CI test"
+
+
+# --- autograding, end to end ----------------------------------------------------------------
+
+def plant(chapter, instructor: Path, dest: Path):
+    nb = json.loads(instructor.read_text())
+    by_id = {meta(c).get("grade_id"): c for c in nb["cells"] if meta(c)}
+    for solution_id, code in PLANTS[chapter].values():
+        assert meta(by_id[solution_id]).get("solution"), solution_id
+        by_id[solution_id]["source"] = code
+    dest.write_text(json.dumps(nb, indent=1))
+
+
+@pytest.fixture(scope="module")
+def grades(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("homework")
+    subs = tmp / "submissions"
+    for who in ("instructor", "untouched", "planted"):
+        (subs / who).mkdir(parents=True)
+    course.generate_student_notebooks(CHAPTERS, subs / "untouched", tmp / "generate")
+    for ch in CHAPTERS:
+        (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text())
+        plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / "planted" / f"{ch}.ipynb")
+    out = tmp / "grades.csv"
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
+                          "--timeout", "10", "--jobs", "2"], capture_output=True, text=True, timeout=600)
+    seconds = time.perf_counter() - t0
+    assert run.returncode == 0, run.stdout + run.stderr
+    print(f"autograded {len(CHAPTERS)} chapters x 3 submissions in {seconds:.0f} s")
+    with open(out) as f:
+        return {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
+
+
+def test_every_chapter_with_exercises_has_planted_mistakes():
+    assert sorted(PLANTS) == CHAPTERS, "add the new chapter's planted mistakes to PLANTS"
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_instructor_notebook_gets_full_marks(grades, chapter):
+    for cell, points in course.graded_cells(chapter).items():
+        assert grades["instructor", chapter, cell] == (points, points), cell
+    total = sum(course.graded_cells(chapter).values())
+    assert grades["instructor", chapter, "TOTAL"] == (total, total)
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_untouched_student_notebook_gets_zero(grades, chapter):
+    for cell, points in course.graded_cells(chapter).items():
+        assert grades["untouched", chapter, cell] == (0, points), cell
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
+    planted = {f"{solution_id}_check": kind for kind, (solution_id, _) in PLANTS[chapter].items()}
+    assert set(planted.values()) == {"wrong", "nan", "raise", "loop"}
+    for cell, points in course.graded_cells(chapter).items():
+        expected = 0 if cell in planted else points
+        assert grades["planted", chapter, cell] == (expected, points), f"{cell} ({planted.get(cell, 'correct')})"
+    lost = sum(course.graded_cells(chapter)[c] for c in planted)
+    total = sum(course.graded_cells(chapter).values())
+    assert grades["planted", chapter, "TOTAL"] == (total - lost, total)
+
+
+# --- the student edition of the book --------------------------------------------------------
+
+def regions(text, begin, end):
+    """The lines strictly between each ``begin`` line and its ``end`` line."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif inside:
+            out.append(line)
+    return out
+
+
+def normalise(text):
+    return " ".join(text.split())
+
+
+def fragments(line, markdown):
+    """What a leaked line would look like in the built HTML: a code line as it is; prose
+    without its math and markup (runs of plain words, which survive rendering)."""
+    if not markdown:
+        return [normalise(line)] if len(line.strip()) >= 12 else []
+    plain = re.sub(r"\$[^$]*\$|`[^`]*`|[*_{}\\]", "|", line)
+    return [normalise(run) for run in plain.split("|") if len(run.strip()) >= 20]
+
+
+def secrets(chapter):
+    """Every solution body and hidden test of a chapter's instructor notebook, as fragments."""
+    visible = "\n".join(source(c) for c in json.loads(
+        (ROOT / "_build" / "student-book" / "src" / "notebooks" / f"{chapter}.ipynb").read_text())["cells"])
+    found = set()
+    for c in cells(chapter):
+        text, markdown = source(c), c["cell_type"] == "markdown"
+        lines = regions(text, "BEGIN SOLUTION", "END SOLUTION") + regions(text, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+        for line in lines:
+            found.update(f for f in fragments(line, markdown) if f not in normalise(visible))
+    return found
+
+
+def site_text(html_dir: Path) -> str:
+    """All the text of a built site: HTML without its tags (syntax highlighting splits code
+    into spans), and every other text file (search index, scripts) as it is."""
+    parts = []
+    for path in html_dir.rglob("*"):
+        if not path.is_file() or path.suffix in {".png", ".jpg", ".svg", ".woff", ".woff2", ".ttf", ".eot", ".ico"}:
+            continue
+        raw = path.read_bytes().decode("utf-8", errors="ignore")
+        parts.append(html.unescape(re.sub(r"<[^>]+>", "", raw)) if path.suffix == ".html" else raw)
+    return normalise("\n".join(parts))
+
+
+@pytest.fixture(scope="module")
+def student_book():
+    out = ROOT / "_build" / "student-book"
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "student_book.py"), "--out", str(out), "-W"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    print(f"student book built in {time.perf_counter() - t0:.0f} s")
+    return out / "_build" / "html"
+
+
+@needs_nbgrader
+@pytest.mark.slow
+def test_student_book_leaks_no_solution_and_no_hidden_test(student_book):
+    assert not (student_book / "_sources").exists(), "html_copy_source must be off"
+    assert not list(student_book.rglob("*.ipynb")), "no notebook downloads"
+    text = site_text(student_book)
+    assert "download" not in text.lower() or "btn-download" not in text, "no download button"
+    for chapter in CHAPTERS:
+        page = (student_book / "notebooks" / f"{chapter}.html").read_text()
+        assert "YOUR CODE HERE" not in page and "BEGIN SOLUTION" not in page and "HIDDEN TESTS" not in page
+        # the search sees code: every exercise's visible check is on the page
+        for c in cells(chapter):
+            if meta(c).get("grade") and c["cell_type"] == "code":
+                first = normalise(source(c).splitlines()[-1])
+                assert first in text, f"{chapter}: the visible check {first!r} should be in the student book"
+        leaks = sorted(s for s in secrets(chapter) if s in text)
+        assert not leaks, f"{chapter}: solutions or hidden tests leak into the student book: {leaks[:5]}"
+        assert len(secrets(chapter)) >= 20, f"{chapter}: too few secrets found; is the grep looking at the right text?"
+
+
+def test_leak_grep_sees_through_syntax_highlighting(tmp_path):
+    (tmp_path / "page.html").write_text('<pre><span class="n">weights</span> <span class="o">=</span> '
+                                        '<span class="n">torch</span><span class="o">.</span>softmax(x &amp; y)</pre>')
+    assert "weights = torch.softmax(x & y)" in site_text(tmp_path)
+    assert fragments("a blocked weight falls like $e^{-c}$ but never reaches 0 while it is representable", True) == [
+        "a blocked weight falls like", "but never reaches 0 while it is representable"]
+
+
+@needs_nbgrader
+@pytest.mark.slow
+def test_leak_grep_finds_the_solutions_in_the_instructor_edition(student_book, tmp_path):
+    """The control: the same grep on the instructor notebook rendered to HTML finds its secrets."""
+    chapter = "04_masking"
+    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", str(course.NOTEBOOKS / f"{chapter}.ipynb"),
+                    "--output-dir", str(tmp_path)], check=True, capture_output=True)
+    text = site_text(tmp_path)
+    found = [s for s in secrets(chapter) if s in text]
+    assert len(found) >= 0.9 * len(secrets(chapter)), sorted(set(secrets(chapter)) - set(found))[:10]
