@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 
 import nbformat
+import torch
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +89,7 @@ def time_notebook(path: Path, timeout: int, scale: str | None = None) -> dict:
 
 
 def markdown_table(results: list[dict]) -> str:
-    lines = ["| Chapter | CPU time (s) | peak memory (MiB) | slowest cells (s) |", "|---|---:|---:|---|"]
+    lines = ["| Chapter | wall time (s) | kernel peak memory (MiB) | slowest cells (s) |", "|---|---:|---:|---|"]
     for r in results:
         slow = "; ".join(f"`{label}` {s:.0f}" for label, s in r["slow_cells"][:3]) or "none over 3 s"
         peak = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "?"
@@ -115,7 +117,8 @@ def main() -> int:
         r = results[-1]
         print(f"  {r['seconds']:.1f} s{'  FAILED: ' + r['error'] if r['error'] else ''}", file=sys.stderr, flush=True)
     table = markdown_table(results)
-    machine = f"{platform.machine()}, {__import__('os').cpu_count()} CPUs, Python {platform.python_version()}"
+    machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+               f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"\nMeasured on {machine}, {dt.date.today()}\n\n{table}")
     if args.markdown:
         args.markdown.write_text(f"Measured on {machine}, {dt.date.today()}.\n\n{table}\n")

@@ -10,9 +10,10 @@ Each module holds one idea of the book:
 - :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
-- :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention
+- :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
+                              the Transformer, the Vision Transformer, a small CNN
 - :mod:`companion.train`      one training loop, evaluation helpers
-- :mod:`companion.decoding`   greedy decoding through a step function
+- :mod:`companion.decoding`   greedy decoding and beam search through a step function
 - :mod:`companion.profiling`  timing and memory measurements
 - :mod:`companion.checks`     checks that students call in the exercises
 """

@@ -7,7 +7,7 @@ Transformer) exposes the same *step function*::
 
 ``state`` is whatever the model carries between steps (a hidden vector, the
 encoder outputs, a key/value cache); the decoding loop never looks inside it.
-Greedy decoding lives here, once. Beam search will sit beside it with the same
+Greedy decoding lives here, once; beam search sits beside it with the same
 step function plus a way to reorder the rows of ``state`` (see
 :func:`index_state`).
 """
@@ -122,3 +122,66 @@ def generate(model, *inputs: torch.Tensor, bos_id: int, eos_id: int, max_len: in
     if keep is None:
         return result.tokens
     return result.tokens, torch.stack(kept, dim=1)
+
+
+def beam_search(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: int, *, batch_size: int,
+                beam_size: int = 4, length_penalty: float = 0.0, device: torch.device | str | None = None,
+                pad_id: int = 0) -> Decoded:
+    """Beam search: keep the ``beam_size`` most likely prefixes at every step.
+
+    Each step extends every kept prefix by every token, scores the candidates by
+    their summed log-probability ``log p(y_1 … y_t | state)``, and keeps the best
+    ``k`` per row. A prefix that produced ``eos_id`` is finished: it is carried
+    on unchanged (its score no longer changes). At the end the best hypothesis of
+    each row is chosen by the *length-normalised* score ``log p / length^α``
+    (``length_penalty = α``; 0 keeps the raw sum, which favours short outputs).
+
+    Same step function as :func:`greedy_decode`; the rows of ``state`` are
+    reordered with :func:`index_state` as hypotheses are kept or dropped.
+    ``beam_size=1`` is greedy decoding. Returns the best hypothesis per row
+    (``log_prob`` is its raw summed log-probability).
+    """
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    require_positive_int("max_len", max_len)
+    require_positive_int("batch_size", batch_size)
+    require_positive_int("beam_size", beam_size)
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
+    if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a number >= 0, got {length_penalty!r}")
+    B, k = batch_size, beam_size
+    rows = torch.arange(B, device=device)  # (B,)
+    state = index_state(state, rows.repeat_interleave(k))  # every row copied k times: (B*k, ...)
+    prev = torch.full((B * k,), bos_id, dtype=torch.long, device=device)  # (B*k,)
+    scores = torch.full((B, k), float("-inf"), device=device)  # (B, k)
+    scores[:, 0] = 0.0  # at the start the k copies are the same prefix: keep only one
+    tokens = torch.zeros(B, k, 0, dtype=torch.long, device=device)  # (B, k, t)
+    finished = torch.zeros(B, k, dtype=torch.bool, device=device)  # (B, k)
+    lengths = torch.zeros(B, k, dtype=torch.long, device=device)  # (B, k)
+    for _ in range(max_len):
+        logits, state = step_fn(prev, state)
+        if logits.dim() != 2 or logits.shape[0] != B * k:
+            raise ValueError(f"step_fn must return logits of shape (B*k={B * k}, V), got {tuple(logits.shape)}")
+        V = logits.shape[-1]
+        logp = torch.log_softmax(logits.float(), dim=-1).view(B, k, V)  # (B, k, V)
+        # a finished hypothesis can only be followed by padding, at no cost
+        done_row = torch.full((V,), float("-inf"), device=logp.device)
+        done_row[pad_id] = 0.0
+        logp = torch.where(finished[..., None], done_row, logp)  # (B, k, V)
+        cand = (scores[..., None] + logp).view(B, k * V)  # (B, k·V) every prefix × every token
+        scores, flat = cand.topk(k, dim=-1)  # (B, k) the k best candidates per row
+        beam, token = flat // V, flat % V  # (B, k) which prefix each extends, with which token
+        tokens = torch.cat([tokens.gather(1, beam[..., None].expand(-1, -1, tokens.shape[2])), token[..., None]], dim=2)
+        was_done = finished.gather(1, beam)  # (B, k)
+        lengths = lengths.gather(1, beam) + (~was_done).long()  # tokens up to and including <end>
+        finished = was_done | (token == eos_id)
+        state = index_state(state, (rows[:, None] * k + beam).flatten())  # reorder the (B*k) rows
+        prev = token.flatten()  # (B*k,)
+        if bool(finished.all()):
+            break
+    norm = scores / lengths.clamp(min=1).float() ** length_penalty  # (B, k) length-normalised
+    best = norm.argmax(dim=1)  # (B,)
+    pick = lambda x: x[rows, best]  # noqa: E731
+    return Decoded(tokens=pick(tokens), lengths=pick(lengths), log_prob=pick(scores), finished=pick(finished))

@@ -45,19 +45,26 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) 
 def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence[torch.Tensor], *, steps: int,
           batch_size: int = 64, lr: float = 3e-3, seed: int = 0, device: torch.device | str | None = None,
           clip: float | None = 1.0, log_every: int = 50, progress: bool = True, desc: str = "training",
-          params=None) -> History:
+          params=None, warmup: int = 0, compile_model: bool = False) -> History:
     """Train ``model`` for ``steps`` minibatch steps of Adam.
 
     ``data`` is a sequence of tensors with the same first dimension (examples);
     each step draws ``batch_size`` rows of each (one shuffled pass after
     another) and calls ``loss_fn(model, *rows)``, which returns a scalar loss.
     ``params`` restricts what is optimised (default: all of ``model``).
+    ``warmup``: the learning rate grows linearly from ``lr / warmup`` to ``lr`` over the
+    first ``warmup`` steps, then stays (0: constant). On CUDA the forward pass runs
+    under bf16 autocast. ``compile_model=True`` trains through ``torch.compile(model)``
+    (it shares the model's parameters): worth it on a GPU for long runs, off by default
+    because compiling takes longer than the CPU-scale runs of the chapters.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     require_positive_int("steps", steps)
     require_positive_int("batch_size", batch_size)
     require_positive_int("log_every", log_every)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0 (steps), got {warmup!r}")
     data = list(data)
     if not data:
         raise ValueError("data must hold at least one tensor")
@@ -68,9 +75,12 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
         raise ValueError(f"all data tensors need the same number of examples, got {[tuple(x.shape) for x in data]}")
     device = torch.device(device) if device is not None else default_device()
     model.to(device)
+    step_model = torch.compile(model) if compile_model else model
     data = [x.to(device) for x in data]  # once
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters() if params is None else params, lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     history = History()
     running = torch.zeros((), device=device)
     order, pos = torch.randperm(n, generator=g).to(device), 0
@@ -82,12 +92,14 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
             order, pos = torch.randperm(n, generator=g).to(device), 0
         idx = order[pos: pos + batch_size]
         pos += batch_size
-        loss = loss_fn(model, *(x[idx] for x in data))
+        with autocast:
+            loss = loss_fn(step_model, *(x[idx] for x in data))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        sched.step()
         running += loss.detach()
         if step % log_every == 0 or step == steps:
             k = log_every if step % log_every == 0 else step % log_every

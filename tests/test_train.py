@@ -64,3 +64,24 @@ def test_train_messages():
         train(m, loss_fn, (torch.zeros(2), torch.zeros(3)), steps=1)
     with pytest.raises(ValueError, match="logits must be \\(B, T, V\\) and targets \\(B, T\\)"):
         sequence_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
+
+
+def test_compile_model_trains_through_torch_compile(monkeypatch):
+    import companion.train as train_module
+
+    compiled = []
+
+    def fake_compile(model):  # stands in for torch.compile: records the call, returns the model
+        compiled.append(model)
+        return model
+
+    monkeypatch.setattr(train_module.torch, "compile", fake_compile)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(64, 3), torch.randn(64, 1)
+    train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=5, batch_size=16,
+                       device="cpu", progress=False, compile_model=True)
+    assert compiled == [model]
+    compiled.clear()
+    train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=2, batch_size=16,
+                       device="cpu", progress=False)
+    assert compiled == []

@@ -4,16 +4,18 @@
 - :mod:`companion.data.shapes`    images of coloured shapes with captions (and labels)
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
+- :mod:`companion.data.digits`    scikit-learn's 8×8 handwritten digits (shipped, no download)
 
 Every generator draws its random numbers in one batch from a generator seeded
 by ``seed``, so the same call gives the same data on every machine.
 """
 
-from . import dates, sequences, shapes, vocab
+from . import dates, digits, sequences, shapes, vocab
 from .dates import DateBatch, make_dates
+from .digits import DigitsSplit, digits_split
 from .sequences import SequenceBatch, make_sequence_task
 from .shapes import ShapesBatch, make_shapes
 from .vocab import Vocab
 
-__all__ = ["dates", "sequences", "shapes", "vocab", "DateBatch", "SequenceBatch", "ShapesBatch", "Vocab",
-           "make_dates", "make_sequence_task", "make_shapes"]
+__all__ = ["dates", "digits", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
+           "ShapesBatch", "Vocab", "digits_split", "make_dates", "make_sequence_task", "make_shapes"]

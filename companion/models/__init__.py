@@ -1,12 +1,19 @@
 """Models of the course, one module per chapter's architecture.
 
-- :mod:`companion.models.captioning` truncated CNN + RNN captioner (chapter 1)
-- :mod:`companion.models.seq2seq`    GRU encoder-decoder, with and without attention (chapter 2)
+- :mod:`companion.models.captioning`  truncated CNN + RNN captioner (chapter 1)
+- :mod:`companion.models.seq2seq`     GRU encoder-decoder, with and without attention (chapter 2)
+- :mod:`companion.models.transformer` the encoder–decoder Transformer (chapter 7)
+- :mod:`companion.models.vit`         the Vision Transformer (chapter 8)
+- :mod:`companion.models.cnn`         a small CNN to compare it with (chapter 8)
 """
 
-from . import captioning, seq2seq
+from . import captioning, cnn, seq2seq, transformer, vit
 from .captioning import ImageCaptioner, ShapesCNN, VanillaRNNCell
+from .cnn import SmallCNN, count_parameters
 from .seq2seq import DotProductAttention, Seq2Seq
+from .transformer import DecoderLayer, EncoderLayer, Transformer, TransformerConfig
+from .vit import ViT, patchify, unpatchify
 
-__all__ = ["captioning", "seq2seq", "DotProductAttention", "ImageCaptioner", "Seq2Seq", "ShapesCNN",
-           "VanillaRNNCell"]
+__all__ = ["captioning", "cnn", "seq2seq", "transformer", "vit", "DecoderLayer", "DotProductAttention",
+           "EncoderLayer", "ImageCaptioner", "Seq2Seq", "ShapesCNN", "SmallCNN", "Transformer", "TransformerConfig",
+           "VanillaRNNCell", "ViT", "count_parameters", "patchify", "unpatchify"]

@@ -1,0 +1,61 @@
+"""Handwritten digits for chapter 8: scikit-learn's ``load_digits``.
+
+1,797 grey images of 8×8 pixels (values 0–16) with labels 0–9, shipped inside
+scikit-learn: no download. :func:`digits_split` returns a seeded, class-balanced-ish
+random split as float tensors scaled to [0, 1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .._validate import require_positive_int
+
+
+@dataclass
+class DigitsSplit:
+    """``x_train (n_train, 1, 8, 8)``, ``y_train (n_train,)``, ``x_test``, ``y_test``."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+
+def load_digits_tensors() -> tuple[torch.Tensor, torch.Tensor]:
+    """All 1,797 digits: images ``(1797, 1, 8, 8)`` in [0, 1] and labels ``(1797,)``."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32)[:, None] / 16.0  # (n, 1, 8, 8)
+    y = torch.tensor(d.target, dtype=torch.long)  # (n,)
+    return x, y
+
+
+def digits_split(n_train: int, n_test: int = 500, seed: int = 0) -> DigitsSplit:
+    """A random split: the first ``n_test`` of a seeded permutation are the test set,
+    the next ``n_train`` the training set (so test sets agree across ``n_train``)."""
+    require_positive_int("n_train", n_train)
+    require_positive_int("n_test", n_test)
+    x, y = load_digits_tensors()
+    if n_train + n_test > len(x):
+        raise ValueError(f"n_train + n_test must be <= {len(x)} digits, got {n_train} + {n_test}")
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    test, train = perm[:n_test], perm[n_test: n_test + n_train]
+    return DigitsSplit(x[train], y[train], x[test], y[test])
+
+
+def shift_images(images: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
+    """Translate ``(B, C, H, W)`` images by ``dx`` pixels right and ``dy`` down, filling with 0."""
+    if images.dim() != 4:
+        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    H, W = images.shape[-2:]
+    if abs(dx) >= W or abs(dy) >= H:
+        raise ValueError(f"shift ({dx}, {dy}) must be smaller than the image ({H}×{W})")
+    out = torch.zeros_like(images)
+    ys, yd = (slice(0, H - dy), slice(dy, H)) if dy >= 0 else (slice(-dy, H), slice(0, H + dy))
+    xs, xd = (slice(0, W - dx), slice(dx, W)) if dx >= 0 else (slice(-dx, W), slice(0, W + dx))
+    out[..., yd, xd] = images[..., ys, xs]
+    return out

@@ -1,0 +1,148 @@
+"""The companion's Transformer blocks equal PyTorch's after copying weights."""
+
+import pytest
+import torch
+from torch import nn
+
+from companion.masks import causal_mask, key_mask, padding_mask
+from companion.models.transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    FeedForward,
+    LayerNorm,
+    Residual,
+    Transformer,
+    TransformerConfig,
+    layer_norm,
+)
+
+D, H, FF = 16, 4, 32
+
+
+def test_layernorm_equals_torch():
+    x = torch.randn(3, 5, D)
+    ours, theirs = LayerNorm(D), nn.LayerNorm(D)
+    with torch.no_grad():
+        theirs.weight.uniform_(0.5, 1.5)
+        theirs.bias.normal_()
+        ours.weight.copy_(theirs.weight)
+        ours.bias.copy_(theirs.bias)
+    assert torch.allclose(ours(x), theirs(x), atol=1e-5)
+    assert torch.allclose(layer_norm(x, ours.weight, ours.bias), theirs(x), atol=1e-5)
+
+
+def test_layernorm_rejects_wrong_width():
+    with pytest.raises(ValueError, match=r"d_model=16.*\(2, 8\)"):
+        LayerNorm(D)(torch.randn(2, 8))
+    with pytest.raises(TypeError, match="floating-point"):
+        LayerNorm(D)(torch.ones(2, D, dtype=torch.long))
+
+
+def test_ffn_and_residual_shapes():
+    x = torch.randn(2, 7, D)
+    assert FeedForward(D, FF)(x).shape == x.shape
+    post, pre = Residual(D, norm_first=False), Residual(D, norm_first=True)
+    f = lambda h: 2 * h
+    assert torch.allclose(post(x, f), post.norm(3 * x))
+    assert torch.allclose(pre(x, f), x + 2 * pre.norm(x))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_equals_torch(norm_first):
+    torch.manual_seed(0)
+    theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    ours = EncoderLayer(D, H, FF, norm_first=norm_first).load_from_torch(theirs).eval()
+    x = torch.randn(3, 6, D)
+    real = padding_mask([6, 4, 2])  # (B, N) True = real token
+    # our mask: True = may attend; torch's key padding mask: True = padding
+    out_ours = ours(x, mask=key_mask(real))
+    out_theirs = theirs(x, src_key_padding_mask=~real)
+    assert torch.allclose(out_ours[real], out_theirs[real], atol=1e-5)
+    # with a causal attention mask as well
+    c = causal_mask(6)
+    out_ours = ours(x, mask=c)
+    out_theirs = theirs(x, src_mask=~c)
+    assert torch.allclose(out_ours, out_theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_equals_torch(norm_first):
+    torch.manual_seed(1)
+    theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    ours = DecoderLayer(D, H, FF, norm_first=norm_first).load_from_torch(theirs).eval()
+    y, memory = torch.randn(2, 5, D), torch.randn(2, 7, D)
+    real = padding_mask([7, 3])
+    out_ours = ours(y, memory, self_mask=causal_mask(5), memory_mask=key_mask(real), need_weights=True)
+    out_theirs = theirs(y, memory, tgt_mask=~causal_mask(5), memory_key_padding_mask=~real)
+    assert torch.allclose(out_ours, out_theirs, atol=1e-5)
+    # cross-attention: queries from the decoder (5), keys from the memory (7); padding gets no weight
+    assert ours.cross_weights.shape == (2, H, 5, 7)
+    assert ours.cross_weights[1, :, :, 3:].abs().max() == 0
+    assert ours.self_weights.triu(1).abs().max() == 0  # causal
+
+
+def test_decoder_layer_errors_name_shapes():
+    layer = DecoderLayer(D, H, FF)
+    with pytest.raises(ValueError, match=r"memory must have last dimension d_model=16, got shape \(2, 7, 8\)"):
+        layer(torch.randn(2, 5, D), torch.randn(2, 7, 8))
+    with pytest.raises(ValueError, match="same batch size"):
+        layer(torch.randn(2, 5, D), torch.randn(3, 7, D))
+    with pytest.raises(ValueError, match=r"y must have 3 dimensions"):
+        layer(torch.randn(5, D), torch.randn(2, 7, D))
+
+
+def small_model(norm_first=True, pe_base=10000.0):
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(vocab_size=11, d_model=D, num_heads=H, d_ff=FF, num_encoder_layers=2,
+                                         num_decoder_layers=2, norm_first=norm_first, pe_base=pe_base)).eval()
+
+
+def test_transformer_logits_shape_and_padding_invariance():
+    model = small_model()
+    src = torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 9, 10]])
+    tgt_in = torch.tensor([[1, 5, 4], [1, 10, 9]])
+    logits = model(src, tgt_in)
+    assert logits.shape == (2, 3, 11)
+    # extra padding on the source changes nothing
+    longer = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+    assert torch.allclose(model(longer, tgt_in), logits, atol=1e-5)
+    # the decoder is causal: changing a later target token leaves earlier logits alone
+    other = tgt_in.clone()
+    other[:, 2] = 3
+    assert torch.allclose(model(src, other)[:, :2], logits[:, :2], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_step_with_and_without_cache_equals_full_decode(norm_first):
+    model = small_model(norm_first)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    tgt_in = torch.tensor([[1, 5, 4, 3], [1, 10, 9, 8]])
+    full = model(src, tgt_in)  # (B, T, V)
+    for use_cache in (True, False):
+        model.use_cache = use_cache
+        state = model.start(src)
+        steps = []
+        for t in range(tgt_in.shape[1]):
+            logits, state = model.step(tgt_in[:, t], state)
+            steps.append(logits)
+        assert torch.allclose(torch.stack(steps, 1), full, atol=1e-5), use_cache
+
+
+def test_transformer_without_positions_is_permutation_equivariant_in_the_encoder():
+    model = small_model(pe_base=None)
+    src = torch.tensor([[3, 4, 5, 6]])
+    mem, _ = model.encode(src)
+    mem_rev, _ = model.encode(src.flip(1))
+    assert torch.allclose(mem.flip(1), mem_rev, atol=1e-5)
+
+
+def test_transformer_input_errors():
+    model = small_model()
+    with pytest.raises(TypeError, match="integer token ids"):
+        model(torch.randn(2, 3), torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 11\), got range \[0, 12\]"):
+        model(torch.tensor([[12, 0]]), torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"src must have 2 dimensions"):
+        model(torch.ones(3, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="TransformerConfig"):
+        Transformer({"vocab_size": 3})

@@ -1,0 +1,85 @@
+"""Patches, patch embedding, ViT and CNN shapes, digits data."""
+
+import pytest
+import torch
+
+from companion.data.digits import digits_split, shift_images
+from companion.models.cnn import SmallCNN, count_parameters
+from companion.models.vit import PatchEmbedding, ViT, patchify, unpatchify
+
+
+def test_patchify_shapes_and_round_trip():
+    x = torch.randn(2, 3, 8, 12)
+    p = patchify(x, 4)
+    assert p.shape == (2, 6, 4 * 4 * 3)  # N = HW/p² = 96/16
+    assert torch.equal(unpatchify(p, 4, 8, 12), x)
+    # the first patch is the top-left p×p block, flattened as (p1 p2 c)
+    assert torch.equal(p[0, 0], x[0, :, :4, :4].permute(1, 2, 0).reshape(-1))
+    # patches go row by row: the second is the block to the right of the first
+    assert torch.equal(p[0, 1], x[0, :, :4, 4:8].permute(1, 2, 0).reshape(-1))
+
+
+def test_patchify_errors():
+    with pytest.raises(ValueError, match=r"multiples of patch_size=3.*\(1, 1, 8, 8\)"):
+        patchify(torch.randn(1, 1, 8, 8), 3)
+    with pytest.raises(ValueError, match="4 dimensions"):
+        patchify(torch.randn(8, 8), 2)
+    with pytest.raises(ValueError, match="do not tile"):
+        unpatchify(torch.randn(1, 5, 4), 2, 4, 4)
+
+
+def test_patch_embedding_equals_strided_conv():
+    torch.manual_seed(0)
+    emb = PatchEmbedding(3, 4, 10)
+    x = torch.randn(2, 3, 8, 8)
+    conv = emb.as_conv()
+    assert conv.kernel_size == (4, 4) and conv.stride == (4, 4)
+    via_conv = conv(x).flatten(2).transpose(1, 2)  # (B, d, h, w) -> (B, hw, d)
+    assert torch.allclose(emb(x), via_conv, atol=1e-5)
+
+
+@pytest.mark.parametrize("pool", ["mean", "cls"])
+def test_vit_shapes_and_weights(pool):
+    vit = ViT(image_size=8, patch_size=2, in_channels=1, num_classes=10, d_model=32, depth=2, num_heads=4,
+              d_ff=64, pool=pool)
+    x = torch.randn(5, 1, 8, 8)
+    assert vit(x, need_weights=True).shape == (5, 10)
+    n = 16 + (pool == "cls")
+    assert vit.encoder.layers[-1].attn_weights.shape == (5, 4, n, n)
+
+
+def test_vit_errors():
+    with pytest.raises(ValueError, match="pool must be"):
+        ViT(8, 2, 1, 10, pool="max")
+    with pytest.raises(ValueError, match="multiple of patch_size"):
+        ViT(8, 3, 1, 10)
+    with pytest.raises(ValueError, match=r"8×8, got shape \(1, 1, 16, 16\)"):
+        ViT(8, 2, 1, 10)(torch.randn(1, 1, 16, 16))
+
+
+def test_cnn_and_vit_parameter_counts_are_close():
+    cnn = SmallCNN(1, 10, channels=(32, 64))
+    vit = ViT(8, 2, 1, 10, d_model=64, depth=2, num_heads=4, d_ff=128)
+    ratio = count_parameters(vit) / count_parameters(cnn)
+    assert 0.67 < ratio < 1.5, ratio
+    assert SmallCNN(1, 10)(torch.randn(3, 1, 8, 8)).shape == (3, 10)
+
+
+def test_cnn_errors():
+    with pytest.raises(ValueError, match=r"1 channels, got shape \(2, 3, 8, 8\)"):
+        SmallCNN(1, 10)(torch.randn(2, 3, 8, 8))
+    with pytest.raises(TypeError, match="nn.Module"):
+        count_parameters("cnn")
+
+
+def test_digits_split_and_shift():
+    s = digits_split(100, 50, seed=0)
+    assert s.x_train.shape == (100, 1, 8, 8) and s.y_test.shape == (50,)
+    assert 0 <= s.x_train.min() and s.x_train.max() <= 1
+    assert torch.equal(digits_split(300, 50, seed=0).x_test, s.x_test)  # same test set for any n_train
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    right = shift_images(x, 1, 0)
+    assert torch.equal(right[..., 1:], x[..., :-1]) and right[..., 0].abs().sum() == 0
+    assert torch.equal(shift_images(shift_images(x, 0, -1), 0, 1)[..., 1:, :], x[..., 1:, :])
+    with pytest.raises(ValueError, match="n_train \\+ n_test"):
+        digits_split(2000)
