@@ -237,9 +237,12 @@ def fragments(line, markdown):
 
 
 def secrets(chapter):
-    """Every solution body and hidden test of a chapter's instructor notebook, as fragments."""
-    visible = "\n".join(source(c) for c in json.loads(
-        (ROOT / "_build" / "student-book" / "src" / "notebooks" / f"{chapter}.ipynb").read_text())["cells"])
+    """Every solution body and hidden test of a chapter's instructor notebook, as fragments (less
+    the lines that also appear outside the solutions, e.g. an import another page shows too)."""
+    src = ROOT / "_build" / "student-book" / "src"  # what the student book is built from: fair game
+    visible = "\n".join([source(c) for nb in sorted((src / "notebooks").glob("*.ipynb"))
+                         for c in json.loads(nb.read_text())["cells"]]
+                        + [page.read_text() for page in sorted(src.rglob("*.md"))])
     found = set()
     for c in cells(chapter):
         text, markdown = source(c), c["cell_type"] == "markdown"
