@@ -34,6 +34,11 @@ def has_code(notebook: Path) -> bool:
     return any(c["cell_type"] == "code" for c in json.loads(notebook.read_text())["cells"])
 
 
+def exercise_count(notebook: Path) -> int:
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum("".join(c["source"]).count("```{exercise}") for c in cells if c["cell_type"] == "markdown")
+
+
 @pytest.fixture(scope="module")
 def server():
     if not (HTML / "index.html").exists():
@@ -115,6 +120,19 @@ def test_chapter_page(server, browser, notebook):
     assert colab, "no Colab launch button"
     if notebook.stem.startswith("05"):
         browser.save_screenshot(str(SCREENSHOTS / f"{notebook.stem}.png"))
+    n_exercises = exercise_count(notebook)
+    if n_exercises:
+        assert len(browser.find_elements("css selector", "div.exercise")) == n_exercises
+        solutions = browser.find_elements("css selector", "div.solution.dropdown")
+        assert len(solutions) >= n_exercises, "every exercise needs a solution dropdown"
+        shown = [s.text for s in solutions]
+        titles = [s.find_element("css selector", ".admonition-title").text for s in solutions]
+        assert shown == titles and all(t.startswith("Solution") for t in titles), \
+            f"solutions should be collapsed to their title, the page shows {shown}"
+        collapsed = [len(t) for t in shown]
+        button = solutions[0].find_element("css selector", "button.toggle-button, .admonition-title")
+        browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click();", button)
+        WebDriverWait(browser, 10).until(lambda d: len(solutions[0].text) > collapsed[0] + 20)
 
 
 def test_search_page_finds_attention(server, browser):
