@@ -10,6 +10,7 @@ tests/test_teaching.py builds it and fails if any solution or hidden test leaks 
 """
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,12 @@ def build(out: Path, warnings_as_errors: bool = False) -> Path:
     (src / "_config.yml").write_text(yaml.safe_dump(student_config(config), sort_keys=False, allow_unicode=True))
     shutil.copy(ROOT / "_toc.yml", src / "_toc.yml")
     shutil.copytree(ROOT / "book", src / "book")
+    for page in (ROOT / "book").glob("*.md"):  # files that the pages include from elsewhere
+        for target in re.findall(r"^```\{(?:include|literalinclude)\} (\S+)", page.read_text(), re.M):
+            path = (page.parent / target).resolve()
+            if path.is_file() and ROOT in path.parents and not (src / path.relative_to(ROOT)).exists():
+                (src / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, src / path.relative_to(ROOT))
     with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
         for notebook in course.generate_student_notebooks(course.all_chapters(), src / "notebooks", Path(tmp)):
             drop_gated_solutions(notebook)

@@ -2,9 +2,10 @@
 
 For every chapter with exercises, one autograde run (teaching/autograde.py, the command the
 teaching guide documents) grades three submissions: the instructor notebook (full marks),
-the untouched student edition (zero on every graded cell) and a planted one in which one
-answer is wrong, one raises, one returns NaN and one loops forever; each of these costs
-exactly its own cell's points, and grading finishes.
+the untouched student edition (zero on every graded cell) and two planted ones: in the first
+one answer is wrong and one raises, in the second one returns NaN and one loops forever,
+and every other answer is right. Each planted mistake costs exactly its own cell's points,
+the right answers keep theirs, and grading finishes.
 """
 
 import csv
@@ -134,10 +135,14 @@ def test_exercise_format(chapter):
 
 # --- autograding, end to end ----------------------------------------------------------------
 
-def plant(chapter, instructor: Path, dest: Path):
+# Two planted submissions per chapter, so that each has right answers next to its mistakes.
+PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop")}
+
+
+def plant(chapter, instructor: Path, dest: Path, kinds):
     nb = json.loads(instructor.read_text())
     by_id = {meta(c).get("grade_id"): c for c in nb["cells"] if meta(c)}
-    for solution_id, code in PLANTS[chapter].values():
+    for solution_id, code in (PLANTS[chapter][kind] for kind in kinds):
         assert meta(by_id[solution_id]).get("solution"), solution_id
         by_id[solution_id]["source"] = code
     dest.write_text(json.dumps(nb, indent=1))
@@ -147,19 +152,20 @@ def plant(chapter, instructor: Path, dest: Path):
 def grades(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("homework")
     subs = tmp / "submissions"
-    for who in ("instructor", "untouched", "planted"):
+    for who in ("instructor", "untouched", *PLANTED):
         (subs / who).mkdir(parents=True)
     course.generate_student_notebooks(CHAPTERS, subs / "untouched", tmp / "generate")
     for ch in CHAPTERS:
         (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text())
-        plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / "planted" / f"{ch}.ipynb")
+        for who, kinds in PLANTED.items():
+            plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / who / f"{ch}.ipynb", kinds)
     out = tmp / "grades.csv"
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
                           "--timeout", "10", "--jobs", "2"], capture_output=True, text=True, timeout=600)
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout + run.stderr
-    print(f"autograded {len(CHAPTERS)} chapters x 3 submissions in {seconds:.0f} s")
+    print(f"autograded {len(CHAPTERS)} chapters x {2 + len(PLANTED)} submissions in {seconds:.0f} s")
     with open(out) as f:
         return {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
 
@@ -190,14 +196,16 @@ def test_untouched_student_notebook_gets_zero(grades, chapter):
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
-    planted = {f"{solution_id}_check": kind for kind, (solution_id, _) in PLANTS[chapter].items()}
-    assert set(planted.values()) == {"wrong", "nan", "raise", "loop"}
-    for cell, points in course.graded_cells(chapter).items():
-        expected = 0 if cell in planted else points
-        assert grades["planted", chapter, cell] == (expected, points), f"{cell} ({planted.get(cell, 'correct')})"
-    lost = sum(course.graded_cells(chapter)[c] for c in planted)
-    total = sum(course.graded_cells(chapter).values())
-    assert grades["planted", chapter, "TOTAL"] == (total - lost, total)
+    assert sorted(k for kinds in PLANTED.values() for k in kinds) == sorted(PLANTS[chapter])
+    points = course.graded_cells(chapter)
+    for who, kinds in PLANTED.items():
+        planted = {f"{PLANTS[chapter][kind][0]}_check": kind for kind in kinds}
+        assert len(planted) == len(kinds) < len(points), "each planted submission keeps right answers"
+        for cell, pts in points.items():
+            expected = 0 if cell in planted else pts
+            assert grades[who, chapter, cell] == (expected, pts), f"{who}: {cell} ({planted.get(cell, 'right answer')})"
+        total = sum(points.values())
+        assert grades[who, chapter, "TOTAL"] == (total - sum(points[c] for c in planted), total)
 
 
 # --- the student edition of the book --------------------------------------------------------
@@ -229,9 +237,12 @@ def fragments(line, markdown):
 
 
 def secrets(chapter):
-    """Every solution body and hidden test of a chapter's instructor notebook, as fragments."""
-    visible = "\n".join(source(c) for c in json.loads(
-        (ROOT / "_build" / "student-book" / "src" / "notebooks" / f"{chapter}.ipynb").read_text())["cells"])
+    """Every solution body and hidden test of a chapter's instructor notebook, as fragments (less
+    the lines that also appear outside the solutions, e.g. an import another page shows too)."""
+    src = ROOT / "_build" / "student-book" / "src"  # what the student book is built from: fair game
+    visible = "\n".join([source(c) for nb in sorted((src / "notebooks").glob("*.ipynb"))
+                         for c in json.loads(nb.read_text())["cells"]]
+                        + [page.read_text() for page in sorted(src.rglob("*.md"))])
     found = set()
     for c in cells(chapter):
         text, markdown = source(c), c["cell_type"] == "markdown"
