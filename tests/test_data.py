@@ -137,3 +137,24 @@ def test_pinned_values_guard_cross_machine_determinism():
     assert b.captions == ["a red square above a yellow square", "a blue square",
                           "a red triangle left of a red triangle"]
     assert float(b.images.mean()) == pytest.approx(0.0547, abs=1e-4)
+
+
+def test_generators_are_cached_per_session_and_return_independent_copies():
+    from companion.data import make_dates, make_sequence_task
+    from companion.data.digits import load_digits_tensors
+
+    make_sequence_task.cache_clear()
+    misses = make_sequence_task.misses
+    a = make_sequence_task(50, 3, 6, "reverse", seed=11)
+    b = make_sequence_task(50, 3, 6, "reverse", seed=11)
+    assert make_sequence_task.misses == misses + 1  # generated once
+    assert torch.equal(a.src, b.src) and a.src is not b.src
+    a.src.zero_()  # editing one copy ...
+    assert torch.equal(make_sequence_task(50, 3, 6, "reverse", seed=11).src, b.src)  # ... leaves the cache intact
+    assert not torch.equal(make_sequence_task(50, 3, 6, "reverse", seed=12).src, b.src)
+    d1, d2 = make_dates(20, seed=3), make_dates(20, seed=3)
+    assert d1.texts == d2.texts
+    x1, _ = load_digits_tensors()
+    x1 += 1
+    x2, _ = load_digits_tensors()
+    assert float(x2.max()) <= 1.0

@@ -7,7 +7,8 @@
 - :mod:`companion.data.digits`    scikit-learn's 8×8 handwritten digits (shipped, no download)
 
 Every generator draws its random numbers in one batch from a generator seeded
-by ``seed``, so the same call gives the same data on every machine.
+by ``seed``, so the same call gives the same data on every machine; within a session the
+same call is generated once and served from memory (:mod:`companion.data.cache`).
 """
 
 from . import dates, digits, sequences, shapes, vocab

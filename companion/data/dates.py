@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .._validate import require_positive_int
+from .cache import cached_dataset
 from .vocab import Vocab
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
@@ -82,6 +83,7 @@ class DateBatch:
         return self.src.shape[0]
 
 
+@cached_dataset
 def make_dates(n: int, seed: int = 0, formats=None) -> DateBatch:
     """``n`` random dates between 1950-01-01 and 2049-12-31 in random formats.
 

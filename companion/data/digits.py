@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import require_positive_int
+from .cache import cached_dataset
 
 
 @dataclass
@@ -24,6 +25,7 @@ class DigitsSplit:
     y_test: torch.Tensor
 
 
+@cached_dataset
 def load_digits_tensors() -> tuple[torch.Tensor, torch.Tensor]:
     """All 1,797 digits: images ``(1797, 1, 8, 8)`` in [0, 1] and labels ``(1797,)``."""
     from sklearn.datasets import load_digits

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import require_positive_int
+from .cache import cached_dataset
 from .vocab import Vocab
 
 SYMBOLS = list(string.ascii_lowercase[:20])
@@ -42,6 +43,7 @@ class SequenceBatch:
         return self.src.shape[0]
 
 
+@cached_dataset
 def make_sequence_task(n: int, min_len: int, max_len: int, task: str = "copy", n_symbols: int = 20,
                        seed: int = 0) -> SequenceBatch:
     """``n`` examples of the copy or reverse task, lengths uniform in ``[min_len, max_len]``.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import require_positive_int
+from .cache import cached_dataset
 from .vocab import Vocab
 
 SHAPES = ["circle", "square", "triangle"]
@@ -73,6 +74,7 @@ def _shape_masks(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return torch.stack([circle, square, triangle], dim=-3)
 
 
+@cached_dataset
 def make_shapes(n: int, seed: int = 0, image_size: int = 32, p_two: float = 0.5,
                 noise: float = 0.05) -> ShapesBatch:
     """``n`` images with one shape (probability ``1 - p_two``) or two.

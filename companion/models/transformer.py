@@ -1,4 +1,4 @@
-"""The Transformer of Vaswani et al. (2017), built from small blocks in the order of chapter 7.
+"""The Transformer of Vaswani et al. (2017), built from small blocks in the order of chapter 7::
 
     LayerNorm(x)      = γ ⊙ (x - μ) / sqrt(σ² + ε) + β     μ, σ² over the features of one token
     FFN(x)            = W_2 · ReLU(W_1 x + b_1) + b_2       applied to every position alone
