@@ -72,6 +72,8 @@ def nbgrader(args: list[str], course: Path, env: dict | None = None) -> None:
     result = subprocess.run(cmd, cwd=course, env=run_env, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    if "Exception while loading config file" in result.stderr:  # nbgrader logs it and goes on without
+        raise RuntimeError(f"nbgrader could not load {course / 'nbgrader_config.py'}:\n{result.stderr}")
 
 
 def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = False) -> list[Path]:

@@ -6,6 +6,18 @@ course directory they create; to grade in your own nbgrader course, copy it ther
 """
 
 import os
+import re
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    Execute,
+    IgnorePattern,
+    LimitOutput,
+    NbGraderPreprocessor,
+    SaveAutoGrades,
+)
 
 c = get_config()  # noqa: F821 (defined by traitlets when the file is loaded)
 
@@ -34,3 +46,36 @@ def cell_timeout(cell):
 c.Execute.timeout = CHAPTER_CELL_TIMEOUT
 c.Execute.timeout_func = cell_timeout
 c.Execute.interrupt_on_timeout = True
+
+
+# Grading runs the exercises, not the chapter. A chapter's experiments train models for up to a
+# minute; the exercises need none of it (the first cell of each Exercises section imports all
+# they use), so the autograder runs only the `parameters` cell (for `seed`) and the cells from
+# the "## Exercises" heading on. The chapter's other cells stay in the graded notebook, tagged
+# `skip-execution` (nbclient's tag for "do not run"), without outputs.
+class RunOnlyTheExercises(NbGraderPreprocessor):
+    """Tag every code cell before the "## Exercises" heading, except the parameters cell, with
+    `skip-execution`. A notebook without that heading is run whole."""
+
+    def preprocess(self, nb, resources):
+        headings = [i for i, cell in enumerate(nb.cells)
+                    if cell.cell_type == "markdown" and re.search(r"^## Exercises\s*$", cell.source, re.M)]
+        if headings:
+            for cell in nb.cells[: headings[0]]:
+                tags = cell.metadata.setdefault("tags", [])
+                if cell.cell_type == "code" and "parameters" not in tags and "skip-execution" not in tags:
+                    tags.append("skip-execution")
+        return nb, resources
+
+
+# nbgrader 0.9's autograde steps, with the one above before Execute.
+c.Autograde.autograde_preprocessors = [
+    RunOnlyTheExercises,
+    Execute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]

@@ -162,12 +162,14 @@ def grades(tmp_path_factory):
     out = tmp / "grades.csv"
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
-                          "--timeout", "10", "--jobs", "2"], capture_output=True, text=True, timeout=600)
+                          "--timeout", "10", "--jobs", "2", "--keep", str(tmp / "course")],
+                         capture_output=True, text=True, timeout=600)
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout + run.stderr
     print(f"autograded {len(CHAPTERS)} chapters x {2 + len(PLANTED)} submissions in {seconds:.0f} s")
     with open(out) as f:
-        return {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
+        scores = {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
+    return scores, tmp / "course"
 
 
 def test_every_chapter_with_exercises_has_planted_mistakes():
@@ -178,6 +180,7 @@ def test_every_chapter_with_exercises_has_planted_mistakes():
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_instructor_notebook_gets_full_marks(grades, chapter):
+    grades, _ = grades
     for cell, points in course.graded_cells(chapter).items():
         assert grades["instructor", chapter, cell] == (points, points), cell
     total = sum(course.graded_cells(chapter).values())
@@ -188,6 +191,7 @@ def test_instructor_notebook_gets_full_marks(grades, chapter):
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_untouched_student_notebook_gets_zero(grades, chapter):
+    grades, _ = grades
     for cell, points in course.graded_cells(chapter).items():
         assert grades["untouched", chapter, cell] == (0, points), cell
 
@@ -196,6 +200,7 @@ def test_untouched_student_notebook_gets_zero(grades, chapter):
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
+    grades, _ = grades
     assert sorted(k for kinds in PLANTED.values() for k in kinds) == sorted(PLANTS[chapter])
     points = course.graded_cells(chapter)
     for who, kinds in PLANTED.items():
@@ -206,6 +211,23 @@ def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
             assert grades[who, chapter, cell] == (expected, pts), f"{who}: {cell} ({planted.get(cell, 'right answer')})"
         total = sum(points.values())
         assert grades[who, chapter, "TOTAL"] == (total - sum(points[c] for c in planted), total)
+
+
+@needs_nbgrader
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_grading_runs_the_exercises_not_the_chapter(grades, chapter):
+    """The autograder runs the parameters cell and the Exercises section, nothing before it: the
+    chapter's training would cost a minute per student, and the section imports all it uses."""
+    _, kept = grades
+    graded = json.loads((kept / chapter / "autograded" / "instructor" / chapter / f"{chapter}.ipynb").read_text())["cells"]
+    heading = next(i for i, c in enumerate(graded) if c["cell_type"] == "markdown" and re.search(r"^## Exercises$", source(c), re.M))
+    for c in graded[:heading]:
+        if c["cell_type"] == "code":
+            ran = c.get("execution_count") is not None
+            assert ran == ("parameters" in c["metadata"].get("tags", [])), source(c)[:80]
+    exercise_code = [c for c in graded[heading:] if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") is not None for c in exercise_code), "every exercise cell ran"
 
 
 # --- the student edition of the book --------------------------------------------------------
