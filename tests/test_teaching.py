@@ -80,6 +80,23 @@ PLANTS = {
                   "    return torch.linalg.inv(torch.zeros(d_model, d_model))  # singular: raises\n"),
         "loop": ("pe_norm", "predicted_norm_squared = 8\nwhile True:\n    pass\n"),
     },
+    "07_transformer": {
+        "wrong": ("transformer_layernorm", "def my_layer_norm(x, weight, bias, eps=1e-5):\n    mu = x.mean(-1, keepdim=True)\n"
+                  "    return weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True) + eps) + bias  # unbiased variance\n"),
+        "nan": ("transformer_beam", "def beam_step(scores, logp):\n    B, k, V = logp.shape\n"
+                "    new_scores, flat = (scores[..., None] + logp).reshape(B, k * V).topk(k, dim=-1)\n"
+                "    return new_scores * float('nan'), flat // V, flat % V\n"),
+        "raise": ("transformer_encoder", "def encoder_layer_forward(layer, x, mask=None):\n"
+                  "    return layer.ffn(layer.self_attn(x, mask=mask))  # a tuple into a Linear: TypeError\n"),
+        "loop": ("transformer_predict", "predicted_encoder_params = 3280\nwhile True:\n    pass\n"),
+    },
+    "08_vit_vs_cnn": {
+        "wrong": ("vit_conv", "def linear_weight_from_conv(conv):\n"
+                  "    return conv.weight.flatten(1)  # columns in (c p1 p2) order, not patchify's (p1 p2 c)\n"),
+        "nan": ("vit_shift", "def flip_rate(classify, images, dx, dy=0):\n    return float('nan')\n"),
+        "raise": ("vit_patchify", "def my_patchify(images, patch_size):\n    return images.unfold(2, patch_size)  # unfold needs a step: TypeError\n"),
+        "loop": ("vit_predict", "predicted_tokens = 64\nwhile True:\n    pass\n"),
+    },
 }
 
 
