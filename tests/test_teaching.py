@@ -94,7 +94,8 @@ PLANTS = {
         "wrong": ("vit_conv", "def linear_weight_from_conv(conv):\n"
                   "    return conv.weight.flatten(1)  # columns in (c p1 p2) order, not patchify's (p1 p2 c)\n"),
         "nan": ("vit_shift", "def flip_rate(classify, images, dx, dy=0):\n    return float('nan')\n"),
-        "raise": ("vit_patchify", "def my_patchify(images, patch_size):\n    return images.unfold(2, patch_size)  # unfold needs a step: TypeError\n"),
+        "raise": ("vit_patchify", "def my_patchify(images, patch_size):\n"
+                  "    return images.unfold(2, patch_size)  # unfold needs a step: TypeError\n"),
         "loop": ("vit_predict", "predicted_tokens = 64\nwhile True:\n    pass\n"),
     },
 }
