@@ -128,6 +128,9 @@ def test_exercise_format(chapter):
     assert 3 <= len(labels) <= 6, f"{chapter}: {len(labels)} exercises, expected 3 to 6"
     heading = next(i for i, t in enumerate(text) if re.search(r"^## Exercises$", t, re.M))
     assert all(i > heading for i, t in enumerate(text) if "{exercise}" in t), "exercises sit under '## Exercises'"
+    setup = next(c for c in cs[heading:] if c["cell_type"] == "code")
+    assert not meta(setup) and "import" in source(setup), "the section opens with a cell that imports what it uses"
+    assert any("parameters" in c["metadata"].get("tags", []) for c in cs[:heading]), "grading keeps the parameters cell"
     starts = [re.search(r"\{solution-start\} (\S+)\n:class: dropdown", t) for t in text if "{solution-start}" in t]
     assert all(starts) and sorted(m.group(1) for m in starts) == sorted(labels), "one dropdown solution per exercise"
     assert sum("{solution-end}" in t for t in text) == len(starts)
