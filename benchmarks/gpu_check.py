@@ -31,13 +31,17 @@ NO_GPU_TESTS = ["test_browser.py", "test_teaching.py", "test_wheel.py", "test_re
 
 
 def notebook_script(notebook: Path, scale: str) -> str:
-    """The code cells of a chapter as one script, with ``scale`` set and the install cell left out."""
-    cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
-    code = ["".join(c["source"]) for c in cells if "%pip" not in "".join(c["source"])]
-    params = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
-    params -= len(cells) - len(code)  # the install cell comes before it
-    code[params] = code[params].replace('scale = "cpu"', f'scale = "{scale}"', 1)
-    return "import matplotlib\nmatplotlib.use('Agg')\n\n" + "\n\n".join(code) + "\n"
+    """The code cells of a chapter as one script, without the Colab install cell, with
+    ``scale`` overridden right after the parameters cell (as course_time.py does)."""
+    parts = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "%pip" in source:
+            continue
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source += f"\nscale = {scale!r}  # set by gpu_check.py"
+        parts.append(source)
+    return "import matplotlib\nmatplotlib.use('Agg')\n\n" + "\n\n".join(parts) + "\n"
 
 
 class Runner:

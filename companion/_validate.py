@@ -38,6 +38,15 @@ def require_rank(name: str, x: torch.Tensor, ranks, meaning: str = "") -> torch.
     return x
 
 
+def require_int(name: str, value, minimum: int | None = None) -> int:
+    """Raise unless ``value`` is an int (not a bool) and, if ``minimum`` is given, ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
 def require_positive_int(name: str, value) -> int:
     """Raise unless ``value`` is an int > 0."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ._validate import require_positive_int
+from ._validate import require_int, require_positive_int
 
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 
@@ -42,6 +42,16 @@ class Decoded:
     finished: torch.Tensor
 
 
+def _check_decoding_args(step_fn, max_len, batch_size, bos_id, eos_id, pad_id) -> None:
+    """The arguments greedy decoding and beam search share."""
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    require_positive_int("max_len", max_len)
+    require_positive_int("batch_size", batch_size)
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        require_int(name, value)  # eos_id=-1 is allowed: it never stops a row
+
+
 def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: int, *, batch_size: int,
                   device: torch.device | str | None = None, pad_id: int = 0,
                   on_step: Callable[[int, torch.Tensor, Any], None] | None = None) -> Decoded:
@@ -55,13 +65,7 @@ def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len
     collect attention weights kept in ``state``). Call it inside
     ``torch.inference_mode()`` when no gradients are needed.
     """
-    if not callable(step_fn):
-        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
-    require_positive_int("max_len", max_len)
-    require_positive_int("batch_size", batch_size)
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
+    _check_decoding_args(step_fn, max_len, batch_size, bos_id, eos_id, pad_id)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)  # (B,)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (B,)
     lengths = torch.full((batch_size,), max_len, dtype=torch.long, device=device)
@@ -141,14 +145,8 @@ def beam_search(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: 
     ``beam_size=1`` is greedy decoding. Returns the best hypothesis per row
     (``log_prob`` is its raw summed log-probability).
     """
-    if not callable(step_fn):
-        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
-    require_positive_int("max_len", max_len)
-    require_positive_int("batch_size", batch_size)
+    _check_decoding_args(step_fn, max_len, batch_size, bos_id, eos_id, pad_id)
     require_positive_int("beam_size", beam_size)
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
     if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a number >= 0, got {length_penalty!r}")
     B, k = batch_size, beam_size

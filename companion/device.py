@@ -12,6 +12,8 @@ import random
 import numpy as np
 import torch
 
+from ._validate import require_int
+
 
 def default_device() -> torch.device:
     """The best available device: ``cuda``, then ``mps``, then ``cpu``.
@@ -46,8 +48,7 @@ def seed_everything(seed: int) -> torch.Generator:
     Returns a ``torch.Generator`` seeded with ``seed`` for code that wants its
     own stream of random numbers.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    require_int("seed", seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

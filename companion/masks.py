@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._validate import require_positive_int, require_tensor
+from ._validate import require_int, require_positive_int, require_tensor
 
 
 def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -111,7 +111,7 @@ def local_window_mask(n: int, radius: int, device: torch.device | str | None = N
     convolution of kernel size ``2·radius + 1``, written as an attention mask.
     """
     require_positive_int("n", n)
-    _require_radius(radius)
+    require_int("radius", radius, minimum=0)
     i = torch.arange(n, device=device)
     return (i[:, None] - i[None, :]).abs() <= radius  # (n, n)
 
@@ -128,7 +128,7 @@ def local_window_mask_2d(height: int, width: int, radius: int,
     """
     require_positive_int("height", height)
     require_positive_int("width", width)
-    _require_radius(radius)
+    require_int("radius", radius, minimum=0)
     rows = torch.arange(height, device=device).repeat_interleave(width)  # (H·W,)
     cols = torch.arange(width, device=device).repeat(height)  # (H·W,)
     near_rows = (rows[:, None] - rows[None, :]).abs() <= radius  # (H·W, H·W)
@@ -154,10 +154,3 @@ def graph_mask(adjacency, self_loops: bool = True) -> torch.Tensor:
     if self_loops:
         mask = mask | torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)
     return mask
-
-
-def _require_radius(radius) -> None:
-    if isinstance(radius, bool) or not isinstance(radius, int):
-        raise TypeError(f"radius must be an int, got {type(radius).__name__}")
-    if radius < 0:
-        raise ValueError(f"radius must be >= 0, got {radius}")

@@ -66,3 +66,28 @@ def test_multihead_on_cuda_matches_cpu():
     ref, _ = mha(x)
     out, _ = mha.cuda()(x.cuda())
     torch.testing.assert_close(out.cpu(), ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (1.5, TypeError, "seed must be an int, got float"),
+    (True, TypeError, "seed must be an int, got bool"),
+    (-1, ValueError, "seed must be >= 0, got -1"),
+])
+def test_require_int_names_the_argument_and_the_value(value, error, message):
+    from companion._validate import require_int
+
+    with pytest.raises(error, match=message):
+        require_int("seed", value, minimum=0)
+    assert require_int("seed", 3, minimum=0) == 3 and require_int("eos_id", -1) == -1
+
+
+def test_decoding_token_ids_are_ints_and_eos_may_be_negative():
+    from companion.decoding import beam_search, greedy_decode
+
+    def step(prev, state):
+        return torch.zeros(prev.shape[0], 4), state
+
+    assert greedy_decode(step, None, bos_id=1, eos_id=-1, max_len=3, batch_size=2).tokens.shape == (2, 3)
+    for decode in (greedy_decode, beam_search):
+        with pytest.raises(TypeError, match="bos_id must be an int, got float"):
+            decode(step, None, bos_id=1.0, eos_id=2, max_len=3, batch_size=2)
