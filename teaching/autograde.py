@@ -1,49 +1,152 @@
-"""Autograde a folder of submissions into a CSV, with `nbgrader autograde`.
+"""Autograde a folder of submissions into a CSV, each answer run in its own sandbox.
 
-    python teaching/autograde.py submissions/ --out grades.csv [--chapters 04 05]
+    python -m teaching.autograde submissions/ --out grades.csv [--chapters 04 05] [--jobs 2]
+    python teaching/autograde.py submissions/ --out grades.csv     # the same
 
-`submissions/<student>/<chapter>.ipynb`, e.g. `submissions/alice/04_masking.ipynb`: one
-folder per student holding the chapter notebooks they handed in (the student edition,
-filled in). Each notebook is run against the instructor notebook of its chapter (nbgrader
-restores the check cells, including the hidden tests); the CSV has one row per student,
-chapter and graded cell (`student,chapter,cell,score,max_score`) and a `TOTAL` row per
-student and chapter. An answer that raises, returns NaN or never finishes (a time limit per
-exercise cell, `--timeout`) costs its own cell only.
+`submissions/<student>/<chapter>.ipynb`, e.g. `submissions/alice/04_masking.ipynb`: one folder
+per student (its name is the student's id) holding the chapter notebooks they handed in. File
+names as an LMS or a browser leaves them (`04_Masking (1).ipynb`, `s123_04_masking.ipynb`) are
+matched to their chapter; a file that matches none is reported in the output and the CSV.
+
+Only the instructor's notebook decides what runs and what is checked: each graded answer of
+the submission runs in a fresh bubblewrap sandbox, and the instructor's check cell, hidden
+tests included, runs in the grader's own process on the values the sandbox sends back (see
+book/teaching.md). The CSV has one row per student, chapter and graded cell
+(`student,chapter,cell,score,max_score,status`) and a `TOTAL` row per student and chapter, for
+every student and every chapter graded, whatever a submission does.
 """
 
+from __future__ import annotations
+
 import argparse
+import csv
+import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import course  # noqa: E402
+if __package__ in (None, ""):  # run as `python teaching/autograde.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "teaching"  # noqa: A001
+
+from teaching import course  # noqa: E402
+from teaching.exercises import read_chapter  # noqa: E402
+from teaching.grader import Grader  # noqa: E402
+from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
+from teaching.submissions import collect  # noqa: E402
+
+FIELDS = ["student", "chapter", "cell", "score", "max_score", "status"]
+_graders: dict[str, Grader] = {}
+
+
+def _grader(chapter: str, workdir: Path, hidden: list[Path], limits: Limits, isolate: bool) -> Grader:
+    if chapter not in _graders:
+        _graders[chapter] = Grader(read_chapter(course.NOTEBOOKS / f"{chapter}.ipynb"), workdir / chapter, hidden,
+                                   limits, isolate)
+    return _graders[chapter]
+
+
+def grade_task(task) -> list[dict]:
+    """The rows of one student and chapter. Never raises: a failure of the grader itself is a
+    row with the reason, and costs this submission only."""
+    student, chapter, path, note, workdir, hidden, limits, isolate = task
+    grader = _grader(chapter, workdir, hidden, limits, isolate)
+    exercises = grader.chapter.exercises
+    rows = []
+    try:
+        if path is None:
+            results = [(e.check_id, 0.0, e.points, "not submitted") for e in exercises]
+        else:
+            results = [(r.cell, r.score, r.max_score, r.status) for r in grader.grade(Path(path), student)]
+    except Exception as err:  # noqa: BLE001 (a bug of the grader must not cost the class)
+        results = [(e.check_id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}") for e in exercises]
+    for cell, score, max_score, status in results:
+        rows.append({"student": student, "chapter": chapter, "cell": cell, "score": score, "max_score": max_score,
+                     "status": status})
+    passed = sum(r["status"] == "passed" for r in rows)
+    total_status = "not submitted" if path is None else f"{passed} of {len(rows)} checks passed"
+    if note:
+        total_status += f"; {note}"
+    rows.append({"student": student, "chapter": chapter, "cell": "TOTAL", "score": sum(r["score"] for r in rows),
+                 "max_score": sum(r["max_score"] for r in rows), "status": total_status})
+    return rows
+
+
+def autograde(submissions: Path, chapters: list[str] | None = None, timeout: float = 30.0, jobs: int = 1,
+              isolate: bool = True, keep: Path | None = None) -> list[dict]:
+    """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
+    known = course.chapters_with_exercises()
+    students = collect(submissions, known)
+    if not students:
+        raise SystemExit(f"no student folders in {submissions}: expected {submissions}/<student>/<chapter>.ipynb, "
+                         f"e.g. {submissions}/alice/04_masking.ipynb")
+    graded = chapters or [ch for ch in known if any(ch in s.chapters for s in students)]
+    workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    limits = Limits(seconds=timeout)
+    hidden = [course.ROOT.resolve(), submissions.resolve(), workdir]
+    try:
+        for ch in graded:  # prepare each chapter's companion copies once, before the workers start
+            _grader(ch, workdir, hidden, limits, isolate)
+        tasks = [(s.student, ch, s.chapters.get(ch), s.notes.get(ch, ""), workdir, hidden, limits, isolate)
+                 for s in students for ch in graded]
+        if jobs > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                per_task = list(pool.map(grade_task, tasks))
+        else:
+            per_task = [grade_task(t) for t in tasks]
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    rows = [row for rows in per_task for row in rows]
+    for s in students:
+        for name, why in s.unmatched:
+            rows.append({"student": s.student, "chapter": name, "cell": "FILE", "score": 0.0, "max_score": 0.0,
+                         "status": f"not matched: {why}"})
+    return rows
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submissions", type=Path, help="folder of <student>/<chapter>.ipynb")
     parser.add_argument("--out", type=Path, default=Path("grades.csv"), help="the CSV to write (default: %(default)s)")
-    parser.add_argument("--chapters", nargs="*", help="only these chapters (default: every chapter submitted)")
-    parser.add_argument("--timeout", type=int, default=None,
-                        help="seconds per exercise cell (default: nbgrader_config.py's, 30)")
-    parser.add_argument("--jobs", type=int, default=1, help="chapters graded at the same time (default: %(default)s)")
+    parser.add_argument("--chapters", nargs="*", help="only these chapters, e.g. 04 05_multihead_attention "
+                        "(default: every chapter someone submitted)")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds for each answer cell and each call of a check (default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the nbgrader course folder here (autograded notebooks, gradebook.db)")
+                        help="keep the grading folder here (the companion copies each exercise sees)")
+    parser.add_argument("--no-sandbox", action="store_true", help="run students' code WITHOUT a sandbox. " + NO_SANDBOX_RISK)
     args = parser.parse_args(argv)
+    if args.no_sandbox:
+        print(f"WARNING: {NO_SANDBOX_RISK}", file=sys.stderr)
+    else:
+        ok, why = bwrap_available()
+        if not ok:
+            raise SystemExit(f"cannot grade safely: {why}.\nInstall bubblewrap, or pass --no-sandbox if you accept "
+                             f"the risk: {NO_SANDBOX_RISK}")
     chapters = course.resolve(args.chapters) if args.chapters else None
     t0 = time.perf_counter()
-    if args.keep:
-        rows = course.autograde(args.submissions, args.keep, chapters, args.timeout, args.jobs)
-    else:
-        with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
-            rows = course.autograde(args.submissions, Path(tmp), chapters, args.timeout, args.jobs)
-    course.write_csv(rows, args.out)
+    rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep)
+    write_csv(rows, args.out)
     for r in rows:
         if r["cell"] == "TOTAL":
-            print(f"{r['student']:20s} {r['chapter']:28s} {r['score']:g} / {r['max_score']:g}")
-    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+            print(f"{r['student']:20s} {r['chapter']:28s} {r['score']:g} / {r['max_score']:g}   {r['status']}")
+        elif r["cell"] == "FILE":
+            print(f"{r['student']:20s} {r['chapter']:28s} {r['status']}", file=sys.stderr)
+    graded = sum(r["cell"] == "TOTAL" for r in rows)
+    print(f"wrote {args.out}: {graded} student-chapters in {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,15 @@
-"""What teaching/student_edition.py, autograde.py and student_book.py share: the chapters,
-a throw-away nbgrader course directory, and nbgrader's two steps (generate_assignment and
-autograde). Each chapter notebook is one nbgrader assignment of one notebook, both named
-after the chapter (`04_masking`)."""
+"""What the teaching tools share: the chapters, and nbgrader's generate_assignment (the student
+edition) in a throw-away nbgrader course directory. Each chapter notebook is one nbgrader
+assignment of one notebook, both named after the chapter (`04_masking`). Grading does not use
+nbgrader: see autograde.py."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,60 +85,3 @@ def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = Fal
         shutil.copy(course / "release" / ch / f"{ch}.ipynb", out / f"{ch}.ipynb")
         written.append(out / f"{ch}.ipynb")
     return written
-
-
-def autograde(submissions: Path, course: Path, chapters=None, exercise_timeout: int | None = None,
-              jobs: int = 1) -> list[dict]:
-    """Autograde ``submissions/<student>/<chapter>.ipynb`` against the instructor notebooks.
-
-    Each chapter is graded in its own nbgrader course folder ``course/<chapter>`` (``jobs``
-    chapters at a time). Returns one row per student, chapter and graded cell (``student,
-    chapter, cell, score, max_score``) plus a ``TOTAL`` row per student and chapter.
-    """
-    students = sorted(p.name for p in submissions.iterdir() if p.is_dir())
-    found = {nb.stem for s in students for nb in (submissions / s).glob("*.ipynb")}
-    chapters = [ch for ch in (chapters or all_chapters()) if ch in found]
-    if not students or not chapters:
-        raise SystemExit(f"no submissions found: expected {submissions}/<student>/<chapter>.ipynb, "
-                         f"e.g. {submissions}/alice/04_masking.ipynb")
-    env = {} if exercise_timeout is None else {"COURSE_EXERCISE_CELL_TIMEOUT": str(exercise_timeout)}
-
-    def grade_chapter(ch: str) -> list[dict]:
-        chapter_course = make_course(course / ch, [ch])
-        nbgrader(["generate_assignment", ch, "--force"], chapter_course)  # records the assignment in the gradebook
-        handed_in = [s for s in students if (submissions / s / f"{ch}.ipynb").exists()]
-        for s in handed_in:
-            dest = chapter_course / "submitted" / s / ch
-            dest.mkdir(parents=True, exist_ok=True)
-            shutil.copy(submissions / s / f"{ch}.ipynb", dest / f"{ch}.ipynb")
-        nbgrader(["autograde", ch, "--create", "--force"], chapter_course, env)
-        return read_grades(chapter_course, ch, handed_in)
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        per_chapter = list(pool.map(grade_chapter, chapters))
-    return [row for rows in per_chapter for row in rows]
-
-
-def read_grades(chapter_course: Path, chapter: str, students) -> list[dict]:
-    """The autograded cells' scores of ``chapter`` from an nbgrader course's gradebook."""
-    from nbgrader.api import Gradebook
-
-    order = list(graded_cells(chapter))
-    rows = []
-    with Gradebook(f"sqlite:///{chapter_course / 'gradebook.db'}") as gb:
-        for s in students:
-            sub = gb.find_submission_notebook(chapter, chapter, s)
-            grades = sorted((g for g in sub.grades if g.name in order), key=lambda g: order.index(g.name))
-            for g in grades:
-                rows.append({"student": s, "chapter": chapter, "cell": g.name, "score": g.score, "max_score": g.max_score})
-            rows.append({"student": s, "chapter": chapter, "cell": "TOTAL", "score": sum(g.score for g in grades),
-                         "max_score": sum(g.max_score for g in grades)})
-    return rows
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", "chapter", "cell", "score", "max_score"])
-        writer.writeheader()
-        writer.writerows(rows)

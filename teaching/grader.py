@@ -1,0 +1,128 @@
+"""Grade one submission of one chapter: the checks run here, the student's code in sandboxes.
+
+For each graded exercise (in the instructor notebook's order):
+
+1. a fresh sandbox (:mod:`teaching.sandbox`) runs the chapter's parameters and setup cells,
+   the student's earlier answers that ran, and this exercise's answer, with the companion
+   functions the exercise asks the student to write replaced by "not allowed" stubs;
+2. here, in the grader's own process, which never executes student code, the instructor's
+   check cell runs (hidden tests included) with the real ``companion.checks``; the names the
+   answer defines are stand-ins: data values sent over as data, functions as
+   :class:`~teaching.sandbox.Remote` objects that call into the sandbox and bring back data;
+3. the exercise scores its points if the check ran to the end, else 0 with the reason.
+
+The student's id (the name of their folder) goes into the parameters cell as ``student_id``,
+so exercises with per-student variants check each student's own numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exercises import Chapter, Exercise, answer_sources
+from .sandbox import AnswerError, Limits, Remote, Sandbox, decode, prepare_course_dir
+
+
+@dataclass
+class Result:
+    cell: str  # the check cell's grade_id
+    score: float
+    max_score: float
+    status: str  # "passed", or why not
+
+
+def parameters_source(chapter: Chapter, student_id: str, seed: int | None = None) -> str:
+    """The chapter's parameters cell with the student's id (and a seed) set after it, as papermill does."""
+    lines = [chapter.parameters_source, "", "# injected by the grader", f"student_id = {student_id!r}"]
+    if seed is not None:
+        lines.append(f"seed = {int(seed)!r}")
+    return "\n".join(lines)
+
+
+class Grader:
+    """Grades submissions of one chapter; holds the prepared companion copies, reused across students."""
+
+    def __init__(self, chapter: Chapter, workdir: Path, hidden: list[Path], limits: Limits | None = None,
+                 isolate: bool = True):
+        self.chapter, self.workdir, self.hidden, self.isolate = chapter, workdir, hidden, isolate
+        self.limits = limits or Limits()
+        self.course_dirs = {}
+        for ex in chapter.exercises:
+            key = tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))
+            if key not in self.course_dirs:
+                self.course_dirs[key] = prepare_course_dir(workdir / f"course-{len(self.course_dirs)}", key)
+
+    def course_dir(self, ex: Exercise) -> Path:
+        return self.course_dirs[tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))]
+
+    def grade(self, submission: Path, student_id: str) -> list[Result]:
+        """One :class:`Result` per graded exercise of the chapter, whatever the submission does."""
+        chapter = self.chapter
+        try:
+            answers = answer_sources(submission, chapter)
+        except ValueError as err:
+            return [Result(e.check_id, 0.0, e.points, f"unreadable submission: {err}") for e in chapter.exercises]
+        params = parameters_source(chapter, student_id)
+        trusted = {"__name__": "__check__"}
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(params, "<parameters>", "exec"), trusted)  # noqa: S102 (instructor code)
+            exec(compile(chapter.setup_source, "<setup>", "exec"), trusted)  # noqa: S102
+        results, ran = [], []
+        for ex in chapter.exercises:
+            if ex.answer_id not in answers:
+                results.append(Result(ex.check_id, 0.0, ex.points, f"no answer cell {ex.answer_id!r} in the submission"))
+                continue
+            result, answer_ran = self._grade_one(ex, answers, ran, params, trusted)
+            results.append(result)
+            if answer_ran:
+                ran.append(ex.answer_id)
+        return results
+
+    def _grade_one(self, ex: Exercise, answers: dict, ran: list, params: str, trusted: dict) -> tuple[Result, bool]:
+        """The result of one exercise, and whether its answer cell ran without an error (then
+        the later exercises' sandboxes run it too, before their own answer)."""
+        job = {
+            "course_dir": "/course",
+            "context_cells": [("parameters", params), ("setup", self.chapter.setup_source),
+                              *[(f"answer {a}", answers[a]) for a in ran]],
+            "answer_id": ex.answer_id,
+            "answer_source": answers[ex.answer_id],
+            "names": list(ex.names),
+            "torch_not_allowed": [n for n in ex.not_allowed if n.startswith("torch.")],
+        }
+        answer_error = ""
+        with tempfile.TemporaryDirectory(dir=self.workdir, prefix="run-") as tmp:
+            box = None
+            try:
+                box = Sandbox(job, self.course_dir(ex), self.hidden, self.limits, self.isolate, Path(tmp))
+                first = box.receive()
+                if not first["ok"]:
+                    answer_error = f"the answer cell raised {first.get('error', '')}; "
+                names = first.get("names")
+                namespace = dict(trusted)
+                for name in ex.names:
+                    encoded = names.get(name, ("missing",)) if isinstance(names, dict) else ("missing",)
+                    if encoded == ("callable",):
+                        namespace[name] = Remote(box, {"name": name}, name)
+                    elif encoded == ("missing",) or not isinstance(encoded, tuple):
+                        namespace.pop(name, None)  # the check then fails with a NameError naming it
+                    else:
+                        namespace[name] = decode(box, encoded, name)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
+                return Result(ex.check_id, ex.points, ex.points, "passed"), not answer_error
+            except AnswerError as err:
+                return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800]), False
+            except AssertionError as err:
+                why = str(err) or "an assertion of the check failed"
+                return Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800]), not answer_error
+            except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, ...)
+                return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800]),
+                        not answer_error)
+            finally:
+                if box is not None:
+                    box.close()

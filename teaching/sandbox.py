@@ -1,0 +1,293 @@
+"""One throw-away sandbox per graded answer, and the grader's side of the conversation with it.
+
+The sandbox is bubblewrap (``bwrap``, Debian's ``bubblewrap`` package): a new mount, PID,
+network, IPC and user namespace in which only the system's programs, the Python installation
+(read-only), a copy of the companion prepared for the exercise (read-only) and an empty,
+size-limited ``/tmp`` exist. The course repository, the instructor notebooks, the grader's
+working folders, the other submissions and the network are not there. Limits on CPU time,
+memory and file size are set with ``setrlimit`` before it starts; a wall-clock limit per
+request is enforced here, and a sandbox that overruns it is killed with its whole process group.
+
+Without bwrap, grading refuses to run unless the instructor passes ``--no-sandbox``, which
+runs the student's code as the instructor's user, with the same resource limits but with the
+instructor's files in reach.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import cloudpickle
+import torch
+
+RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
+MAX_REPLY = 64 * 2**20  # bytes in one reply from the sandbox
+NO_SANDBOX_RISK = ("--no-sandbox runs every submission's code as your user, with your files and the network in "
+                   "reach: a submission can read the solutions, change other submissions or the grader, and "
+                   "forge its grade. Use it only for code you trust (your own test submissions).")
+
+
+class AnswerError(Exception):
+    """The student's code raised, returned something unreadable, ran too long or crashed."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    seconds: float = 30.0  # wall clock for the answer cell and, separately, for each call of the check
+    cpu_seconds: int = 120  # CPU time of the whole sandbox
+    memory_bytes: int = 6 * 2**30  # address space (torch reserves a lot of it)
+    file_bytes: int = 16 * 2**20  # largest file it may write (its printed output included)
+    tmp_bytes: int = 64 * 2**20  # size of its /tmp
+
+
+def bwrap_available() -> tuple[bool, str]:
+    """Whether bubblewrap is installed and can create a sandbox here, and why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return False, f"bwrap cannot create a sandbox here: {probe.stderr.strip()}"
+    return True, ""
+
+
+def _python_paths(hidden: list[Path]) -> list[str]:
+    """The folders the Python interpreter needs (its installation and site-packages), without
+    any folder inside the hidden ones (the repository, the submissions, the grader's work)."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, *[p for p in sys.path if p]}
+    keep = []
+    for c in sorted(candidates):
+        p = Path(c).resolve()
+        if not p.is_dir() or any(p == h or h in p.parents for h in hidden):
+            continue
+        keep.append(str(p))
+    # drop folders already inside another kept one
+    return [p for p in keep if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in keep)]
+
+
+def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolate: bool = True) -> list[str]:
+    """The command that starts the runner: inside bwrap, or (``isolate=False``) as it is."""
+    python = [sys.executable, "-I", "-B"]
+    if not isolate:
+        return [*python, str(RUNNER)]
+    cmd = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
+           "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+           "--setenv", "GRADING_LOG", "/tmp/student.log",
+           "--dev", "/dev", "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    for system in ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin"):
+        if Path(system).exists():
+            cmd += ["--ro-bind", system, system]
+    for path in _python_paths(hidden):
+        cmd += ["--ro-bind", path, path]
+    import companion  # noqa: PLC0415 (the real one, to hide it under the prepared copy)
+
+    real = Path(companion.__path__[0]).resolve()
+    for path in _python_paths(hidden):
+        if str(real).startswith(path.rstrip("/") + "/"):  # an installed (not editable) companion
+            cmd += ["--ro-bind", str(course_dir / "companion"), str(real)]
+    cmd += ["--ro-bind", str(course_dir), "/course", "--ro-bind", str(RUNNER), "/grader/runner.py",
+            "--chdir", "/tmp", *python, "/grader/runner.py"]
+    return cmd
+
+
+def _set_limits(limits: Limits):
+    def apply():
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+class Sandbox:
+    """A running student process (one answer), and the requests the grader sends it."""
+
+    def __init__(self, job: dict, course_dir: Path, hidden: list[Path], limits: Limits, isolate: bool = True,
+                 workdir: Path | None = None):
+        self.limits = limits
+        self.dead: str | None = None
+        cmd = sandbox_command(course_dir, hidden, limits, isolate)
+        env = None
+        if not isolate:  # the same clean environment, in a folder of its own
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+                   "GRADING_LOG": str(workdir / "student.log")}
+            job = {**job, "course_dir": str(course_dir)}
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     preexec_fn=_set_limits(limits), env=env, cwd=workdir)
+        self._send(job)
+
+    # -- frames ---------------------------------------------------------------------------
+    def _send(self, obj) -> None:
+        payload = cloudpickle.dumps(obj)
+        try:
+            self.proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._die("the student's process ended (it exited or crashed)")
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        chunks, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._die(f"time limit: no answer within {self.limits.seconds:g} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(n - got, 1 << 20))
+            if not chunk:
+                code = self.proc.poll()
+                why = "killed for using too much CPU time" if code == -signal.SIGXCPU else \
+                    "killed for writing too much output" if code == -signal.SIGXFSZ else \
+                    f"the student's process ended (exit code {code})" if code is not None else \
+                    "the student's process closed its output"
+                self._die(why)
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def receive(self):
+        """The next reply, read as data only (``torch.load(weights_only=True)``)."""
+        if self.dead:
+            raise AnswerError(self.dead)
+        deadline = time.monotonic() + self.limits.seconds
+        (n,) = struct.unpack(">Q", self._read_exact(8, deadline))
+        if n > MAX_REPLY:
+            self._die(f"a reply of {n:,} bytes (more than {MAX_REPLY:,})")
+        payload = self._read_exact(n, deadline)
+        try:
+            reply = torch.load(io.BytesIO(payload), weights_only=True)
+        except Exception as err:  # noqa: BLE001 (anything that is not plain data)
+            self._die(f"an unreadable reply ({type(err).__name__})")
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            self._die("a malformed reply")
+        return reply
+
+    def _die(self, why: str):
+        self.dead = why
+        self.close()
+        raise AnswerError(why)
+
+    def request(self, obj):
+        if self.dead:
+            raise AnswerError(self.dead)
+        self._send(obj)
+        reply = self.receive()
+        if not reply["ok"]:
+            raise AnswerError(str(reply.get("error", "an error"))[:800])
+        return reply
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class Remote:
+    """Stands in, in the grader, for a function or object that lives in the sandbox: calling it
+    sends the arguments there and brings back the result as data."""
+
+    def __init__(self, box: Sandbox, ref: dict, label: str):
+        self._box, self._ref, self._label = box, ref, label
+
+    def __call__(self, *args, **kwargs):
+        return decode(self._box, self._box.request({"op": "call", **self._ref, "args": args, "kwargs": kwargs})["result"],
+                      f"{self._label}(...)")
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return decode(self._box, self._box.request({"op": "getattr", **self._ref, "attr": attr})["result"],
+                      f"{self._label}.{attr}")
+
+    def __repr__(self) -> str:
+        return f"<{self._label} from the submission>"
+
+
+def decode(box: Sandbox, encoded, label: str):
+    """A value from the sandbox's ``("value", data)`` or a :class:`Remote` for ``("handle", id, ...)``."""
+    if isinstance(encoded, tuple) and encoded and encoded[0] == "value" and len(encoded) == 2:
+        return encoded[1]
+    if isinstance(encoded, tuple) and len(encoded) == 4 and encoded[0] == "handle" and type(encoded[1]) is int:
+        return Remote(box, {"handle": encoded[1]}, label)
+    raise AnswerError(f"{label}: a malformed value")
+
+
+# -- the companion as an exercise sees it ------------------------------------------------------
+
+def not_allowed_stub(dotted: str) -> ast.stmt:
+    return ast.parse(f"raise RuntimeError({dotted + ' is not allowed in this exercise: write it yourself'!r})").body[0]
+
+
+def prepare_course_dir(dest: Path, not_allowed: tuple[str, ...]) -> Path:
+    """A copy of the companion package in ``dest/companion`` in which each function or method
+    named in ``not_allowed`` (``companion.masks.causal_mask``, ``companion.multihead.
+    MultiHeadAttention.forward``) raises "not allowed in this exercise" and has no body left.
+    Names outside the companion (``torch...``) are left to the runner."""
+    import companion  # noqa: PLC0415
+
+    src = Path(companion.__path__[0])
+    if (dest / "companion").exists():
+        return dest
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp / "companion", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for dotted in not_allowed:
+        if not dotted.startswith("companion."):
+            continue
+        path, qualname = resolve_definition(dotted, tmp)
+        tree = ast.parse(path.read_text())
+        node = _find(tree, qualname)
+        if node is None:
+            raise ValueError(f"not_allowed names {dotted!r}, but {path} has no definition {qualname!r}")
+        node.body = [not_allowed_stub(dotted)]
+        path.write_text(ast.unparse(tree) + "\n")
+    tmp.rename(dest)
+    return dest
+
+
+def resolve_definition(dotted: str, root: Path) -> tuple[Path, str]:
+    """``companion.models.captioning.VanillaRNNCell.forward`` -> (the module's file, ``VanillaRNNCell.forward``)."""
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        base = root.joinpath(*parts[:i])
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path, ".".join(parts[i:])
+    raise ValueError(f"not_allowed names {dotted!r}, which is not in the companion")
+
+
+def _find(tree: ast.Module, qualname: str):
+    scope = tree.body
+    node = None
+    for name in qualname.split("."):
+        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == name), None)
+        if node is None:
+            return None
+        scope = node.body
+    return node

@@ -1,0 +1,184 @@
+"""The student side of grading: runs INSIDE the sandbox, one process per graded exercise.
+
+It executes the chapter's parameters and setup cells and the student's answer cells, then
+answers requests from the grader over its standard input and output: "call your function
+``attend`` with these arguments", "what is the attribute ``w`` of that object". Every reply
+is data written with ``torch.save`` (tensors, numbers, strings, tuples, lists, dicts), which
+the grader reads with ``torch.load(weights_only=True)``; anything else stays here and the
+grader gets a handle to it. This file never decides a grade: the grader runs the checks in
+its own process, on the values this process sends. Whatever the student's code does here
+(patch ``companion.checks``, rebind ``torch``, ``exit()``, loop) changes only what this
+process answers, never how the answer is judged.
+
+Standard library and torch only: the ``teaching`` package is not visible in the sandbox.
+Frames: 8-byte big-endian length, then the payload.
+"""
+
+import io
+import os
+import pickle
+import struct
+import sys
+import traceback
+import types
+
+MAX_FRAME = 256 * 2**20
+
+
+def read_frame(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    (n,) = struct.unpack(">Q", head)
+    if n > MAX_FRAME:
+        raise ValueError(f"frame of {n} bytes")
+    return stream.read(n)
+
+
+def write_frame(stream, payload: bytes) -> None:
+    stream.write(struct.pack(">Q", len(payload)) + payload)
+    stream.flush()
+
+
+def short_error(err: BaseException) -> str:
+    """``TypeError: ...`` and the line of the student's cell where it happened."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename.startswith("<")]
+    where = f" (in {frames[-1].filename} line {frames[-1].lineno})" if frames else ""
+    return f"{type(err).__name__}: {err}"[:500] + where
+
+
+def main() -> None:
+    # The protocol keeps the original stdin/stdout; the student's prints go to a log file
+    # (limited in size by the sandbox) and never mix with the replies.
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    log = os.open(os.environ.get("GRADING_LOG", "/tmp/student.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+    job = pickle.loads(read_frame(proto_in))  # from the grader: trusted
+    sys.path.insert(0, job["course_dir"])  # the companion as the grader prepared it
+
+    import torch  # noqa: PLC0415 (after the redirection, so its warnings go to the log)
+
+    def is_data(x, depth=0) -> bool:
+        if depth > 20:
+            return False
+        if x is None or type(x) in (bool, int, float, complex, str, bytes, torch.Size, torch.dtype):
+            return True
+        if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
+            return True
+        if type(x) in (tuple, list):
+            return all(is_data(v, depth + 1) for v in x)
+        if type(x) is dict:
+            return all(type(k) in (str, int) and is_data(v, depth + 1) for k, v in x.items())
+        return False
+
+    def to_data(x, depth=0):
+        """Plain data the grader can read: numpy scalars and arrays become Python numbers and
+        tensors, tensors are detached, copied compactly and moved to the CPU."""
+        if depth > 20:
+            return x
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(x, np.generic):
+            return x.item()
+        if np is not None and type(x) is np.ndarray:
+            return torch.from_numpy(x.copy())
+        if isinstance(x, torch.Tensor) and type(x) in (torch.Tensor, torch.nn.Parameter):
+            return x.detach().to("cpu").clone()
+        if type(x) in (tuple, list):
+            return type(x)(to_data(v, depth + 1) for v in x)
+        if type(x) is dict:
+            return {k: to_data(v, depth + 1) for k, v in x.items()}
+        return x
+
+    handles: dict[int, object] = {}
+
+    def encode(x):
+        """("value", data) when x is plain data the grader can read, else ("handle", id, type
+        name, callable) for an object that stays here."""
+        x = to_data(x)
+        if is_data(x):
+            try:
+                torch.save(x, io.BytesIO())  # fails on what the grader could not load either
+                return ("value", x)
+            except Exception:  # noqa: BLE001, S110 (falls through to a handle)
+                pass
+        handles[len(handles) + 1] = x
+        return ("handle", len(handles), type(x).__name__, callable(x))
+
+    def reply(obj) -> None:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        write_frame(proto_out, buf.getvalue())
+
+    # Not allowed in this exercise: torch functions that would answer it. (The companion's
+    # own are replaced in the copy of the package this process imports.)
+    for dotted in job.get("torch_not_allowed", ()):
+        module_name, _, attr = dotted.rpartition(".")
+        module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])
+
+        def refuse(*args, _name=dotted, **kwargs):
+            raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
+
+        setattr(module, attr, refuse)
+
+    ns = {"__name__": "__main__", "__builtins__": __builtins__}
+
+    class _NoMagic:  # IPython magics (%timeit, !pip) do nothing when grading
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    ns["get_ipython"] = _NoMagic
+
+    def run(label: str, source: str):
+        exec(compile(source, f"<{label}>", "exec"), ns)  # noqa: S102 (the sandbox exists for this)
+
+    status = {"ok": True, "error": ""}
+    for label, source in job["context_cells"]:  # parameters, setup, the answers before this one
+        try:
+            run(label, source)
+        except BaseException as err:  # noqa: BLE001 (SystemExit, KeyboardInterrupt too)
+            if label in ("parameters", "setup"):
+                status = {"ok": False, "error": f"the {label} cell failed: {short_error(err)}"}
+    if status["ok"]:
+        try:
+            run(f"answer {job['answer_id']}", job["answer_source"])
+        except BaseException as err:  # noqa: BLE001
+            status = {"ok": False, "error": short_error(err)}
+    names = {}
+    for name in job["names"]:
+        if name not in ns:
+            names[name] = ("missing",)
+        elif isinstance(ns[name], (types.FunctionType, types.BuiltinFunctionType, type)) or (
+                callable(ns[name]) and not is_data(to_data(ns[name]))):
+            names[name] = ("callable",)
+        else:
+            names[name] = encode(ns[name])
+    reply({**status, "names": names})
+
+    while True:
+        try:
+            request = pickle.loads(read_frame(proto_in))  # from the grader: trusted
+        except EOFError:
+            return
+        try:
+            target = ns[request["name"]] if "name" in request else handles[request["handle"]]
+            if request["op"] == "call":
+                result = target(*request["args"], **request["kwargs"])
+            elif request["op"] == "getattr":
+                result = getattr(target, request["attr"])
+            else:
+                raise ValueError(f"unknown request {request['op']!r}")
+            reply({"ok": True, "result": encode(result)})
+        except BaseException as err:  # noqa: BLE001
+            reply({"ok": False, "error": short_error(err)})
+
+
+if __name__ == "__main__":
+    main()
