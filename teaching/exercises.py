@@ -34,6 +34,7 @@ class Exercise:
     check_source: str  # the check, hidden tests included
     points: float
     not_allowed: tuple[str, ...] = ()  # companion names the answer may not use ("companion.masks.causal_mask")
+    context: tuple[str, ...] = ()  # the instructor's plain code cells before the answer (e.g. a student's variant)
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,12 @@ def read_chapter(path: Path) -> Chapter:
     setup = code[0] if code and not _nbgrader(code[0]) else None
     exercises = []
     answer = None
-    for cell in code:
+    context = []  # plain code cells (no nbgrader metadata) since the last check: they run before the answer
+    for cell in code[1 if setup is not None else 0:]:
         meta = _nbgrader(cell)
-        if meta.get("solution") and not meta.get("grade"):
+        if not meta:
+            context.append(cell.source)
+        elif meta.get("solution") and not meta.get("grade"):
             answer = cell
         elif meta.get("grade") and meta.get("points", 0) > 0:
             if answer is None:
@@ -109,8 +113,9 @@ def read_chapter(path: Path) -> Chapter:
                 check_source=cell.source,
                 points=float(meta["points"]),
                 not_allowed=tuple(answer.metadata.get("grading", {}).get("not_allowed", ())),
+                context=tuple(context),
             ))
-            answer = None
+            answer, context = None, []
     return Chapter(Path(path).stem, params[0].source if params else "", setup.source if setup else "", tuple(exercises))
 
 

@@ -82,13 +82,25 @@ class Grader:
                 ran.append(ex.answer_id)
         return results
 
+    def _context(self, ex: Exercise, answers: dict, ran: list) -> list[tuple[str, str]]:
+        """The cells the sandbox runs before ``ex``'s answer: for each exercise up to it, the
+        instructor's context cells and, for the earlier ones, the student's answer if it ran."""
+        cells = []
+        for other in self.chapter.exercises:
+            cells += [(f"context of {other.answer_id}", src) for src in other.context]
+            if other is ex:
+                return cells
+            if other.answer_id in ran:
+                cells.append((f"answer {other.answer_id}", answers[other.answer_id]))
+        raise ValueError(f"{ex.answer_id} is not an exercise of {self.chapter.name}")
+
     def _grade_one(self, ex: Exercise, answers: dict, ran: list, params: str, trusted: dict) -> tuple[Result, bool]:
         """The result of one exercise, and whether its answer cell ran without an error (then
         the later exercises' sandboxes run it too, before their own answer)."""
         job = {
             "course_dir": "/course",
             "context_cells": [("parameters", params), ("setup", self.chapter.setup_source),
-                              *[(f"answer {a}", answers[a]) for a in ran]],
+                              *self._context(ex, answers, ran)],
             "answer_id": ex.answer_id,
             "answer_source": answers[ex.answer_id],
             "names": list(ex.names),
@@ -113,6 +125,9 @@ class Grader:
                     else:
                         namespace[name] = decode(box, encoded, name)
                 with contextlib.redirect_stdout(io.StringIO()):
+                    for src in ex.context:  # the instructor's, e.g. the student's variant
+                        exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102
+                    namespace.update({k: v for k, v in trusted.items() if k not in ex.names})
                     exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
                 return Result(ex.check_id, ex.points, ex.points, "passed"), not answer_error
             except AnswerError as err:

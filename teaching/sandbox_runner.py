@@ -144,7 +144,7 @@ def main() -> None:
         try:
             run(label, source)
         except BaseException as err:  # noqa: BLE001 (SystemExit, KeyboardInterrupt too)
-            if label in ("parameters", "setup"):
+            if label in ("parameters", "setup") or label.startswith("context"):
                 status = {"ok": False, "error": f"the {label} cell failed: {short_error(err)}"}
     if status["ok"]:
         try:
