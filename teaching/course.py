@@ -66,7 +66,9 @@ def make_course(course: Path, chapters) -> Path:
 def nbgrader(args: list[str], course: Path, env: dict | None = None) -> None:
     """Run one nbgrader command in ``course`` (which holds nbgrader_config.py)."""
     cmd = [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"]
-    run_env = {**os.environ, **(env or {})}
+    # nbgrader runs tools of its own (alembic) by name: find them beside this Python, whatever PATH says
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    run_env = {**os.environ, "PATH": path, **(env or {})}
     result = subprocess.run(cmd, cwd=course, env=run_env, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")

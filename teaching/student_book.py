@@ -105,7 +105,9 @@ def build(out: Path, warnings_as_errors: bool = False) -> Path:
     html = out / "_build" / "html"
     if html.exists():
         shutil.rmtree(html)
-    cmd = [shutil.which("jupyter-book") or "jupyter-book", "build", str(src), "--path-output", str(out), "--keep-going"]
+    # jupyter-book by the Python that runs this script, whatever PATH says
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+           "build", str(src), "--path-output", str(out), "--keep-going"]
     if warnings_as_errors:
         cmd += ["-W", "-n"]
     result = subprocess.run(cmd, capture_output=True, text=True)
