@@ -86,7 +86,7 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     limits = Limits(seconds=timeout)
-    hidden = [course.ROOT.resolve(), submissions.resolve(), workdir]
+    hidden = [course.ROOT.resolve(), course.NOTEBOOKS.resolve(), submissions.resolve(), workdir]
     try:
         for ch in graded:  # prepare each chapter's companion copies once, before the workers start
             _grader(ch, workdir, hidden, limits, isolate)
@@ -127,6 +127,9 @@ def main(argv=None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the grading folder here (the companion copies each exercise sees)")
+    parser.add_argument("--notebooks", type=Path, default=None,
+                        help="the instructor notebooks to grade against (default: the course's notebooks/); "
+                             "a folder of your own private exercises in the same format")
     parser.add_argument("--no-sandbox", action="store_true", help="run students' code WITHOUT a sandbox. " + NO_SANDBOX_RISK)
     args = parser.parse_args(argv)
     if args.no_sandbox:
@@ -136,6 +139,8 @@ def main(argv=None) -> None:
         if not ok:
             raise SystemExit(f"cannot grade safely: {why}.\nInstall bubblewrap, or pass --no-sandbox if you accept "
                              f"the risk: {NO_SANDBOX_RISK}")
+    if args.notebooks:
+        course.NOTEBOOKS = args.notebooks.resolve()
     chapters = course.resolve(args.chapters) if args.chapters else None
     t0 = time.perf_counter()
     rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep)

@@ -65,7 +65,11 @@ def main(argv=None) -> None:
     parser.add_argument("--students", type=Path, default=None, help="a roster: one handout per student id")
     parser.add_argument("--test-submission", type=Path, default=None, metavar="DIR",
                         help="write filled-in submissions (the instructor's solutions) into DIR/<student>/ instead")
+    parser.add_argument("--notebooks", type=Path, default=None,
+                        help="the instructor notebooks (default: the course's notebooks/), e.g. your private exercises")
     args = parser.parse_args(argv)
+    if args.notebooks:
+        course.NOTEBOOKS = args.notebooks.resolve()
     chapters = course.resolve(args.chapters) if args.chapters else course.chapters_with_exercises()
     students = read_roster(args.students) if args.students else None
     t0 = time.perf_counter()

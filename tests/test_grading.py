@@ -9,8 +9,10 @@ masked_softmax (3), the predictions (2), left_padding_mask (2).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -141,10 +143,38 @@ EQ_ALWAYS = ("class Always:\n    def __eq__(self, other):\n        return True\n
              "predicted_shape = Always()\npredicted_allowed = Always()\n")
 
 
+def variant_of(student_id: str):
+    """The sizes of chapter 4's predict exercise for a student, from the instructor's cell."""
+    sys.path.insert(0, str(ROOT))
+    from teaching.exercises import read_chapter
+
+    ex = next(e for e in read_chapter(ROOT / "notebooks" / f"{CHAPTER}.ipynb").exercises if e.answer_id == "masking_predict")
+    ns = {"student_id": student_id}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec("from companion.variants import variant\n" + "\n".join(ex.context), ns)  # noqa: S102 (instructor code)
+    return ns["ex_v"].lengths
+
+
+def other_student() -> str:
+    """A student id whose predict exercise differs from the book's."""
+    return next(s for s in (f"variant-{i}" for i in range(100)) if variant_of(s) != variant_of(""))
+
+
+def literal_predictions(lengths) -> str:
+    n, L = max(lengths), lengths[1]
+    return f"predicted_shape = {(len(lengths), 1, n, n)}\npredicted_allowed = {L * (L + 1) // 2 + (n - L) * L}\n"
+
+
 def planted():
     right = None  # every check passes
     zero = {c: 0.0 for c in POINTS}
+    book = literal_predictions(variant_of(""))
+    assert book == "predicted_shape = (3, 1, 5, 5)\npredicted_allowed = 12\n"
+    mine = literal_predictions(variant_of(other_student()))
     return {
+        # the book's numbers copied by a student who has other ones, and that student's own numbers
+        f"{other_student()}-copies-the-book": (with_answers(masking_predict=book), {"masking_predict_check": 0.0}),
+        f"{other_student()}": (with_answers(masking_predict=mine), right),
         "control-instructor": (instructor(), right),
         "control-wrong": (all_wrong(), zero),
         "tag-skip-execution": (tampered(all_wrong(), tag_checks_skip), zero),
@@ -259,3 +289,40 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path):
                           "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, env=env)
     assert run.returncode != 0 and "--no-sandbox" in run.stderr and "bubblewrap" in run.stderr
     assert not (tmp_path / "g.csv").exists()
+
+
+def private_exercise(path: Path) -> None:
+    """A one-exercise notebook of an instructor's own, in the course's format."""
+    nb = nbformat.v4.new_notebook()
+    grading = {"locked": False, "schema_version": 3, "solution": True, "task": False, "grade": False}
+    nb.cells = [
+        nbformat.v4.new_code_cell('seed = 0\nstudent_id = ""', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_markdown_cell("## Exercises"),
+        nbformat.v4.new_code_cell("import torch\n\nfrom companion.checks import check_close"),
+        nbformat.v4.new_code_cell("def double(x):\n    # BEGIN SOLUTION\n    return 2 * x\n    # END SOLUTION",
+                                  metadata={"nbgrader": {**grading, "grade_id": "double"}}),
+        nbformat.v4.new_code_cell("check_close(double(torch.arange(3.0)), torch.tensor([0.0, 2.0, 4.0]))\n"
+                                  "### BEGIN HIDDEN TESTS\ncheck_close(double(torch.ones(2, 2)), 2 * torch.ones(2, 2))\n"
+                                  "### END HIDDEN TESTS",
+                                  metadata={"nbgrader": {**grading, "solution": False, "grade": True, "locked": True,
+                                                         "points": 5, "grade_id": "double_check"}}),
+    ]
+    nbformat.write(nb, path)
+
+
+@bwrap
+@pytest.mark.slow
+def test_private_exercises_grade_the_same_way(tmp_path):
+    (tmp_path / "private").mkdir()
+    private_exercise(tmp_path / "private" / "90_double.ipynb")
+    for student, body in (("right", "def double(x):\n    return x + x\n"), ("wrong", "def double(x):\n    return x\n")):
+        nb = nbformat.read(tmp_path / "private" / "90_double.ipynb", as_version=4)
+        nb.cells[3].source = body
+        (tmp_path / "subs" / student).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "subs" / student / "90_double.ipynb")
+    run = subprocess.run([sys.executable, "-m", "teaching.autograde", str(tmp_path / "subs"), "--out",
+                          str(tmp_path / "g.csv"), "--notebooks", str(tmp_path / "private")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    rows = {(r["student"], r["cell"]): float(r["score"]) for r in csv.DictReader(open(tmp_path / "g.csv"))}
+    assert rows["right", "double_check"] == 5 and rows["wrong", "double_check"] == 0
