@@ -1,0 +1,80 @@
+"""The grader's parts, fast: the exercises read from the instructor notebooks, the companion
+copies in which the functions an exercise asks for are not allowed, and the names an answer binds."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from teaching import course  # noqa: E402
+from teaching.exercises import bound_names, read_chapter  # noqa: E402
+from teaching.sandbox import prepare_course_dir  # noqa: E402
+
+CHAPTERS = course.chapters_with_exercises()
+
+
+def test_bound_names():
+    src = "def f(x):\n    y = 1\na, (b, c) = 1, (2, 3)\nimport numpy as np\nclass K:\n    z = 2\nn: int = 3\n"
+    assert bound_names(src) == ("f", "a", "b", "c", "np", "K", "n")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_graded_check_has_its_answer_and_names(chapter):
+    ch = read_chapter(course.NOTEBOOKS / f"{chapter}.ipynb")
+    assert [e.check_id for e in ch.exercises] == list(course.graded_cells(chapter))
+    assert ch.setup_source.lstrip().startswith(("#", "import", "from"))
+    for ex in ch.exercises:
+        assert ex.names, f"{ex.answer_id} defines no name for its check to use"
+        assert ex.check_id == f"{ex.answer_id}_check"
+        assert any(name in ex.check_source for name in ex.names), f"{ex.check_id} uses none of {ex.names}"
+
+
+PROBE = """
+import importlib, inspect, sys
+for copy, names in CASES:
+    for mod in [m for m in sys.modules if m == "companion" or m.startswith("companion.")]:
+        del sys.modules[mod]
+    sys.path.insert(0, copy)
+    import companion
+    assert companion.__file__.startswith(copy), companion.__file__
+    for dotted in names:
+        parts = dotted.split(".")
+        for k in range(len(parts) - 1, 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:k]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[k:]:
+            obj = getattr(obj, attr)
+        src = inspect.getsource(obj)
+        assert "not allowed in this exercise" in src and src.count(chr(10)) <= 3, src
+    sys.path.remove(copy)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_not_allowed_names_exist_and_have_no_body_in_the_exercise_copy(chapter, tmp_path):
+    ch = read_chapter(course.NOTEBOOKS / f"{chapter}.ipynb")
+    cases = []
+    for i, ex in enumerate(ch.exercises):
+        ours = [n for n in ex.not_allowed if n.startswith("companion.")]
+        if ours:
+            cases.append((str(prepare_course_dir(tmp_path / f"c{i}", tuple(ours))), ours))
+    run = subprocess.run([sys.executable, "-I", "-c", f"CASES = {cases!r}\n{PROBE}"], capture_output=True, text=True)
+    assert run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_torch_names_are_real():
+    import importlib
+
+    for chapter in CHAPTERS:
+        for ex in read_chapter(course.NOTEBOOKS / f"{chapter}.ipynb").exercises:
+            for dotted in ex.not_allowed:
+                if dotted.startswith("torch."):
+                    module, _, attr = dotted.rpartition(".")
+                    assert hasattr(importlib.import_module(module), attr), dotted
