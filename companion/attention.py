@@ -36,7 +36,7 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     if q_shape[-1] == 0:
         raise ValueError(f"{qn} and {kn} must have a last dimension (head size) >= 1, got {qn} {q_shape}: "
                          "a score over 0 numbers divided by sqrt(0) is not a number")
-    if k_shape[-2] == 0:
+    if k_shape[-2] == 0 and q_shape[-2] > 0:
         raise ValueError(f"{kn} and {vn} must hold at least one key (length >= 1), got {kn} {k_shape}: "
                          "a softmax over no keys is not defined")
     if q_shape[-1] != k_shape[-1]:
