@@ -158,3 +158,47 @@ def test_generators_are_cached_per_session_and_return_independent_copies():
     x1 += 1
     x2, _ = load_digits_tensors()
     assert float(x2.max()) <= 1.0
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+@pytest.mark.parametrize("seed, error, message", [
+    (None, TypeError, "seed must be an int, got NoneType"),  # make_dates(seed=None) was unseeded
+    (1.5, TypeError, "seed must be an int, got float"),
+    ("0", TypeError, "seed must be an int, got str"),
+    (True, TypeError, "seed must be an int, got bool"),
+    (-1, ValueError, "seed must be >= 0, got -1"),
+])
+@pytest.mark.parametrize("make", [
+    lambda seed: make_dates(4, seed=seed),
+    lambda seed: make_sequence_task(4, 2, 3, seed=seed),
+    lambda seed: make_shapes(4, seed=seed),
+    lambda seed: __import__("companion.data", fromlist=["digits_split"]).digits_split(10, 5, seed=seed),
+])
+def test_every_generator_refuses_a_seed_that_is_no_int(make, seed, error, message):
+    with pytest.raises(error, match=message):
+        make(seed)
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"noise": float("nan")}, ValueError, "noise must be a finite number"),  # NaN noise made every image NaN
+    ({"noise": "0.1"}, TypeError, "noise must be a number"),
+    ({"p_two": float("nan")}, ValueError, "p_two must be a finite number"),
+    ({"p_two": "0.5"}, TypeError, "p_two must be a number"),
+])
+def test_shapes_numbers_must_be_finite(kw, error, message):
+    with pytest.raises(error, match=message):
+        make_shapes(4, **kw)
+
+
+def test_shift_images_and_vocab_decode_name_their_arguments():
+    from companion.data.digits import shift_images
+
+    with pytest.raises(TypeError, match="dx must be an int, got float"):
+        shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0)
+    with pytest.raises(TypeError, match="images must be a torch.Tensor, got NoneType"):
+        shift_images(None, 1, 0)
+    with pytest.raises(TypeError, match="ids must be integers"):
+        Vocab(["a"]).decode([1.5])
+    with pytest.raises(ValueError, match="formats must be a non-empty list"):
+        make_dates(4, formats=[1.0])

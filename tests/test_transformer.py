@@ -146,3 +146,86 @@ def test_transformer_input_errors():
         model(torch.ones(3, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(TypeError, match="TransformerConfig"):
         Transformer({"vocab_size": 3})
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan")])
+def test_layer_norm_eps_must_be_positive(eps):
+    with pytest.raises(ValueError, match="eps must be"):
+        layer_norm(torch.randn(2, D), torch.ones(D), torch.zeros(D), eps=eps)
+    with pytest.raises(ValueError, match="eps must be"):
+        LayerNorm(D, eps=eps)
+
+
+def test_layer_norm_checks_its_arguments():
+    with pytest.raises(ValueError, match=r"weight must have shape \(16,\)"):
+        layer_norm(torch.randn(2, D), torch.ones(4), torch.zeros(4))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got NoneType"):
+        layer_norm(None, torch.ones(D), torch.zeros(D))
+    with pytest.raises(TypeError, match="x has dtype torch.float64 but the module's parameters are torch.float32"):
+        LayerNorm(D)(torch.randn(2, D, dtype=torch.float64))
+
+
+def test_blocks_name_dtype_and_dropout_mistakes():
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.5"):
+        FeedForward(D, FF, dropout=1.5)
+    with pytest.raises(TypeError, match="x has dtype torch.float64"):
+        FeedForward(D, FF)(torch.randn(2, 3, D, dtype=torch.float64))
+    with pytest.raises(TypeError, match="x has dtype torch.float64"):
+        EncoderLayer(D, H, FF)(torch.randn(2, 3, D, dtype=torch.float64))
+    with pytest.raises(TypeError, match="layer must be a torch.nn.TransformerEncoderLayer"):
+        EncoderLayer(D, H, FF).load_from_torch(None)
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"pad_id": -1}, ValueError, "pad_id must be >= 0"),
+    ({"pad_id": 11}, ValueError, r"pad_id=11 must be a token of the vocabulary \[0, 11\)"),
+    ({"pad_id": 1.0}, TypeError, "pad_id must be an int"),
+    ({"dropout": 1.5}, ValueError, r"dropout must be in \[0, 1\)"),
+])
+def test_config_mistakes(kw, error, message):
+    with pytest.raises(error, match=message):
+        Transformer(TransformerConfig(vocab_size=11, **kw))
+
+
+def test_empty_sequences_and_bad_steps_are_named():
+    model = small_model()
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    with pytest.raises(ValueError, match=r"src must hold at least one token per sequence, got shape \(2, 0\)"):
+        model(src[:, :0], torch.ones(2, 3, dtype=torch.long))
+    state = model.start(src)
+    with pytest.raises(ValueError, match=r"prev ids must be in \[0, 11\), got range \[1, 11\]"):
+        model.step(torch.tensor([1, 11]), state)
+    with pytest.raises(TypeError, match="prev must hold integer token ids, got dtype torch.float32"):
+        model.step(torch.tensor([1.0, 2.0]), state)
+    with pytest.raises(ValueError, match=r"prev must hold one token per sequence: shape \(2,\), got \(3,\)"):
+        model.step(torch.tensor([1, 2, 3]), state)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoding_past_max_len_says_so(use_cache):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=11, d_model=D, num_heads=H, d_ff=FF, num_encoder_layers=1,
+                                          num_decoder_layers=1, max_len=4)).eval()
+    model.use_cache = use_cache
+    state = model.start(torch.tensor([[3, 4, 5]]))
+    prev = torch.tensor([1])
+    for _ in range(4):  # positions 0..3 fit
+        logits, state = model.step(prev, state)
+    assert torch.isfinite(logits).all()
+    with pytest.raises(ValueError, match="max_len=4"):
+        model.step(prev, state)
+
+
+def test_cached_decoding_leaves_earlier_states_valid():
+    model = small_model()
+    src = torch.tensor([[3, 4, 5, 0]])
+    state0 = model.start(src)
+    a, state1 = model.step(torch.tensor([1]), state0)
+    model.step(torch.tensor([5]), state1)  # must not change state1
+    b, _ = model.step(torch.tensor([1]), state0)
+    torch.testing.assert_close(a, b)
+    c, _ = model.step(torch.tensor([5]), state1)
+    full = model(src, torch.tensor([[1, 5]]))
+    torch.testing.assert_close(c, full[:, 1], atol=1e-5, rtol=1e-5)

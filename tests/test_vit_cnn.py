@@ -83,3 +83,18 @@ def test_digits_split_and_shift():
     assert torch.equal(shift_images(shift_images(x, 0, -1), 0, 1)[..., 1:, :], x[..., 1:, :])
     with pytest.raises(ValueError, match="n_train \\+ n_test"):
         digits_split(2000)
+
+
+def test_vit_and_cnn_name_bad_sizes_and_dtypes():
+    for p, error in ((0, ValueError), (-2, ValueError), (1.5, TypeError)):  # patch_size=0 was a ZeroDivisionError
+        with pytest.raises(error, match="patch_size must be"):
+            ViT(8, p, 1, 10)
+    vit = ViT(8, 2, 1, 10, d_model=16, depth=1, num_heads=2, d_ff=32)
+    with pytest.raises(TypeError, match="images must be a torch.Tensor, got NoneType"):
+        vit(None)
+    with pytest.raises(TypeError, match="images has dtype torch.float64 but the module's parameters are torch.float32"):
+        vit(torch.randn(1, 1, 8, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match="channels must be a tuple of stage widths"):
+        SmallCNN(1, 10, channels=5)
+    with pytest.raises(TypeError, match="images has dtype torch.float64"):
+        SmallCNN(1, 10, channels=(4,))(torch.randn(1, 1, 8, 8, dtype=torch.float64))
