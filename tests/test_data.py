@@ -35,18 +35,22 @@ def test_vocab_messages():
         Vocab(["a"]).decode_batch(torch.zeros(3, dtype=torch.long))
 
 
-@pytest.mark.parametrize("make", [
-    lambda seed: make_shapes(64, seed=seed),
-    lambda seed: make_dates(64, seed=seed),
-    lambda seed: make_sequence_task(64, 3, 9, "reverse", seed=seed),
+@pytest.mark.parametrize("make, args", [
+    (make_shapes, (64,)),
+    (make_dates, (64,)),
+    (make_sequence_task, (64, 3, 9, "reverse")),
 ])
-def test_same_seed_same_data_other_seed_other_data(make):
-    a, b, c = make(5), make(5), make(6)
+def test_same_seed_same_data_other_seed_other_data(make, args):
+    # generate each time (make.__wrapped__ bypasses the session cache), so "same seed, same
+    # data" compares two generations, not a generation with its cached copy
+    a, b, c = make.__wrapped__(*args, seed=5), make.__wrapped__(*args, seed=5), make.__wrapped__(*args, seed=6)
     fields = ["images", "tokens"] if hasattr(a, "images") else ["src", "tgt"]
     for f in fields:
         assert torch.equal(getattr(a, f), getattr(b, f))
         assert not torch.equal(getattr(a, f), getattr(c, f))
-
+    cached = make(*args, seed=5)  # and the cache serves what the generator makes
+    for f in fields:
+        assert torch.equal(getattr(cached, f), getattr(a, f))
 
 
 def test_shapes_captions_match_labels():
@@ -65,18 +69,25 @@ def test_shapes_captions_match_labels():
 
 
 def test_shapes_relation_is_visible():
-    # The shape named first is above (its pixels' mean row is smaller) or left of the second.
+    # The shape named first is above (smaller mean row) or left of (smaller mean column) the
+    # second: find each shape's pixels by its colour (no noise, so colours are exact).
+    from companion.data.shapes import RGB
+
     b = make_shapes(300, seed=2, noise=0.0)
     idx = torch.nonzero(b.n_shapes == 2).squeeze(1)
-    ok = 0
+    checked = 0
     for i in idx.tolist():
-        img = b.images[i]
-        lit = img.sum(0) > 0  # (S, S)
-        rows, cols = torch.nonzero(lit, as_tuple=True)
-        axis = rows if b.relation[i] == 0 else cols
-        first_half = axis < 16
-        ok += bool(first_half.any() and (~first_half).any())
-    assert ok == len(idx)
+        c0, c1 = int(b.color_ids[i, 0]), int(b.color_ids[i, 1])
+        if c0 == c1:
+            continue  # same colour: the pixels cannot be told apart
+        img = b.images[i]  # (3, S, S)
+        first = torch.isclose(img, RGB[c0][:, None, None]).all(0)  # (S, S)
+        second = torch.isclose(img, RGB[c1][:, None, None]).all(0)
+        rows, cols = torch.arange(32.0)[:, None].expand(32, 32), torch.arange(32.0)[None, :].expand(32, 32)
+        coord = rows if b.relation[i] == 0 else cols
+        assert coord[first].mean() < coord[second].mean(), (i, b.captions[i])
+        checked += 1
+    assert checked > len(idx) // 2
 
 
 def test_shapes_messages():
