@@ -54,7 +54,8 @@ class TorchViT(nn.Module):
         self.embed = nn.Linear(patch_size * patch_size * channels, d_model)
         self.pos = nn.Parameter(torch.zeros(1, (image_size // patch_size) ** 2, d_model))
         layer = nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout=0.0, batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        # pre-norm: one more LayerNorm after the last layer, as the companion's Encoder
+        self.encoder = nn.TransformerEncoder(layer, depth, norm=nn.LayerNorm(d_model), enable_nested_tensor=False)
         self.head = nn.Linear(d_model, classes)
 
     def forward(self, images):

@@ -7,6 +7,8 @@ mistake instead of a traceback from deep inside torch.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -75,3 +77,60 @@ def require_bool_mask(name: str, mask: torch.Tensor, target_shape) -> torch.Tens
             f"scores of shape {tuple(target_shape)} (batch..., queries, keys)"
         )
     return mask
+
+
+def require_number(name: str, value, minimum: float | None = None, *, strict: bool = False,
+                   allow_none: bool = False) -> float | None:
+    """Raise unless ``value`` is a finite real number (not a bool) ``>= minimum``
+    (``> minimum`` with ``strict``). NaN is refused: every comparison with it is False,
+    so it would slip through any range check written as ``if value < minimum``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value!r}")
+    return value
+
+
+def require_seed(name: str, seed) -> int:
+    """A seed is an int >= 0 (``None`` would silently mean "unseeded")."""
+    return require_int(name, seed, minimum=0)
+
+
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no argument (CUDA) and has a CPU variant
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+
+
+def require_matches_parameters(name: str, x: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """Raise unless the float tensor ``x`` has the dtype and device of the module's
+    ``param`` (under autocast, any float dtype is fine: autocast casts)."""
+    if x.device != param.device:
+        raise ValueError(f"{name} is on {x.device} but the module's parameters are on {param.device}; "
+                         f"move one to the other with .to(device)")
+    if x.dtype != param.dtype and not _autocast_on(x.device.type):
+        raise TypeError(f"{name} has dtype {x.dtype} but the module's parameters are {param.dtype}; "
+                        f"convert the input ({name}.to({param.dtype})) or the module (module.to({x.dtype}))")
+    return x
+
+
+def require_token_ids(name: str, ids, vocab_size: int, rank: int | None = None) -> torch.Tensor:
+    """Raise unless ``ids`` is an integer tensor (of ``rank`` dimensions) with every id in
+    ``[0, vocab_size)``. The range is checked only for CPU tensors: on an accelerator it would
+    cost a device sync on every training step (``nn.Embedding`` then fails on its own)."""
+    require_tensor(name, ids)
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    if rank is not None:
+        require_rank(name, ids, rank)
+    if ids.device.type == "cpu" and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= vocab_size:
+            raise ValueError(f"{name} ids must be in [0, {vocab_size}), "
+                             f"got range [{lo}, {hi}]")
+    return ids

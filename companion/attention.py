@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import require_bool_mask, require_float, require_positive_int
+from ._validate import require_bool_mask, require_float, require_matches_parameters, require_number, require_positive_int
 
 
 def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k", "v")) -> tuple[int, ...]:
@@ -33,6 +33,12 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     for name, shape in zip(names, (q_shape, k_shape, v_shape), strict=True):
         if len(shape) < 2:
             raise ValueError(f"{name} must have at least 2 dimensions (..., length, dim), got shape {shape}")
+    if q_shape[-1] == 0:
+        raise ValueError(f"{qn} and {kn} must have a last dimension (head size) >= 1, got {qn} {q_shape}: "
+                         "a score over 0 numbers divided by sqrt(0) is not a number")
+    if k_shape[-2] == 0 and q_shape[-2] > 0:
+        raise ValueError(f"{kn} and {vn} must hold at least one key (length >= 1), got {kn} {k_shape}: "
+                         "a softmax over no keys is not defined")
     if q_shape[-1] != k_shape[-1]:
         raise ValueError(f"{qn} and {kn} must have the same last dimension to be compared, got {qn} {q_shape} and {kn} {k_shape}")
     if k_shape[-2] != v_shape[-2]:
@@ -52,7 +58,26 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> tuple[int, ...]:
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_float(name, x)
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     return check_attention_shapes(q.shape, k.shape, v.shape, mask)
+
+
+def _check_dropout(p) -> None:
+    require_number("dropout_p", p, 0.0)
+    if p >= 1:
+        raise ValueError(f"dropout_p must be in [0, 1), got {p!r}")
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``softmax(E)`` over the last dimension with blocked entries (``mask`` False) set to
+    exactly 0: ``E[~mask] = -inf``, then ``softmax``. A row whose every key is blocked
+    gets weights of 0 (``softmax`` of an all ``-inf`` row would give NaN), as in
+    PyTorch's fused kernel. The one masked softmax of the companion."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., N_q, N_k)
+    return weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
 
 
 def scaled_dot_product_attention(
@@ -60,6 +85,7 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention, explicit path.
 
@@ -68,22 +94,20 @@ def scaled_dot_product_attention(
     ``mask`` broadcastable to ``(..., N_q, N_k)`` (True = may attend).
 
     Returns ``(output, weights)``: ``output (..., N_q, d_v)`` and the attention
-    weights ``(..., N_q, N_k)``, whose rows sum to 1.
+    weights ``(..., N_q, N_k)``, whose rows sum to 1. With ``dropout_p > 0`` the output is
+    ``dropout(A) V`` (what training uses) while the returned weights are ``A`` itself.
 
     A query whose every key is blocked gets weights of 0 and an output of 0
     (instead of the NaN that ``softmax`` of an all ``-inf`` row gives), the same
     as PyTorch's fused kernel.
     """
     _check_qkv(q, k, v, mask)
+    _check_dropout(dropout_p)
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
-    if mask is not None:
-        # Rows with no allowed key are all -inf -> NaN after softmax; make them 0.
-        weights = weights.masked_fill(~mask, 0.0)
-    output = weights @ v  # (..., N_q, d_v)
+    weights = masked_softmax(scores, mask)  # (..., N_q, N_k)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # (..., N_q, N_k)
+    output = dropped @ v  # (..., N_q, d_v)
     return output, weights
 
 
@@ -101,6 +125,7 @@ def fused_attention(
     stores the ``N_q × N_k`` weights, which is why it is faster and lighter.
     """
     _check_qkv(q, k, v, mask)
+    _check_dropout(dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
@@ -139,6 +164,8 @@ class AdditiveAttention(nn.Module):
         require_float("query", query)
         require_float("keys", keys)
         require_float("values", values)
+        require_matches_parameters("query", query, self.W_q.weight)
+        require_matches_parameters("keys", keys, self.W_k.weight)
         single = query.dim() == 2
         if single:
             query = query[:, None, :]  # (B, 1, query_dim)
@@ -160,16 +187,14 @@ class AdditiveAttention(nn.Module):
                 f"batch sizes and key/value lengths must agree, got query {tuple(query.shape)}, "
                 f"keys {tuple(keys.shape)}, values {tuple(values.shape)}"
             )
+        if keys.shape[1] == 0:
+            raise ValueError(f"keys must hold at least one key (N_k >= 1), got keys {tuple(keys.shape)}")
         scores_shape = (query.shape[0], query.shape[1], keys.shape[1])
         if mask is not None:
             require_bool_mask("mask", mask, scores_shape)
         hidden = torch.tanh(self.W_q(query)[:, :, None, :] + self.W_k(keys)[:, None, :, :])  # (B, N_q, N_k, hidden)
         scores = self.w(hidden).squeeze(-1)  # (B, N_q, N_k)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)  # (B, N_q, N_k)
-        if mask is not None:
-            weights = weights.masked_fill(~mask, 0.0)
+        weights = masked_softmax(scores, mask)  # (B, N_q, N_k)
         context = weights @ values  # (B, N_q, d_v)
         if single:
             return context[:, 0], weights[:, 0]  # (B, d_v), (B, N_k)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ._validate import require_int, require_positive_int
+from ._validate import require_int, require_number, require_positive_int
 
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 
@@ -52,6 +52,20 @@ def _check_decoding_args(step_fn, max_len, batch_size, bos_id, eos_id, pad_id) -
         require_int(name, value)  # eos_id=-1 is allowed: it never stops a row
 
 
+def _check_logits(logits, rows: int, what: str, pad_id: int) -> None:
+    """``step_fn`` must return float logits ``(rows, V)`` with ``pad_id`` one of the ``V`` tokens."""
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"step_fn must return (logits, state) with logits a tensor, got {type(logits).__name__}")
+    if logits.dim() != 2 or logits.shape[0] != rows:
+        raise ValueError(f"step_fn must return logits of shape ({what}={rows}, V), got {tuple(logits.shape)}")
+    if not 0 <= pad_id < logits.shape[1]:
+        raise ValueError(f"pad_id={pad_id} must be one of the V={logits.shape[1]} tokens the logits score")
+    if not logits.is_floating_point():
+        raise TypeError(f"step_fn must return real float logits, got dtype {logits.dtype}")
+    if bool(torch.isnan(logits).any()):  # decoding syncs once per step anyway; argmax of NaN is garbage
+        raise ValueError("step_fn returned NaN logits: the model's output is not a number (diverged training?)")
+
+
 def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: int, *, batch_size: int,
                   device: torch.device | str | None = None, pad_id: int = 0,
                   on_step: Callable[[int, torch.Tensor, Any], None] | None = None) -> Decoded:
@@ -73,8 +87,7 @@ def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len
     out = []
     for t in range(max_len):
         logits, state = step_fn(prev, state)
-        if logits.dim() != 2 or logits.shape[0] != batch_size:
-            raise ValueError(f"step_fn must return logits of shape (B={batch_size}, V), got {tuple(logits.shape)}")
+        _check_logits(logits, batch_size, "B", pad_id)
         logp = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
         token = logp.argmax(dim=-1)  # (B,)
         log_prob = log_prob + torch.where(finished, 0.0, logp.gather(1, token[:, None]).squeeze(1))
@@ -96,12 +109,20 @@ def index_state(state: Any, index: torch.Tensor) -> Any:
     """Select rows ``index`` (dim 0) of every tensor in a nested ``state``
     (tensors, tuples, lists, dicts; other values are kept). This is what beam
     search needs to reorder its hypotheses."""
+    if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.dtype not in (torch.long, torch.int32):
+        raise TypeError(f"index must be a 1-D tensor of int64/int32 row numbers, got "
+                        f"{index.dtype if isinstance(index, torch.Tensor) else type(index).__name__}"
+                        f"{tuple(index.shape) if isinstance(index, torch.Tensor) else ''}")
+    return _index_state(state, index)
+
+
+def _index_state(state: Any, index: torch.Tensor) -> Any:
     if isinstance(state, torch.Tensor):
         return state.index_select(0, index)
     if isinstance(state, dict):
-        return {k: index_state(v, index) for k, v in state.items()}
+        return {k: _index_state(v, index) for k, v in state.items()}
     if isinstance(state, (tuple, list)):
-        return type(state)(index_state(v, index) for v in state)
+        return type(state)(_index_state(v, index) for v in state)
     return state
 
 
@@ -118,9 +139,17 @@ def generate(model, *inputs: torch.Tensor, bos_id: int, eos_id: int, max_len: in
         if not callable(getattr(model, name, None)):
             raise TypeError(f"model must have a {name}() method (the decoder protocol), "
                             f"{type(model).__name__} has none")
+    if not inputs:
+        raise TypeError("generate needs the model's inputs after the model, e.g. generate(model, src, ...)")
+    if not isinstance(inputs[0], torch.Tensor):
+        raise TypeError(f"the first input must be a tensor (its first dimension is the batch), "
+                        f"got {type(inputs[0]).__name__}")
     kept = []
     on_step = (lambda t, tok, st: kept.append(st[keep])) if keep is not None else None
     state = model.start(*inputs)
+    if keep is not None and not (isinstance(state, dict) and keep in state):
+        raise ValueError(f"keep={keep!r} is not a key of the decoding state of {type(model).__name__}"
+                         + (f" (keys: {sorted(state)})" if isinstance(state, dict) else ""))
     result = greedy_decode(model.step, state, bos_id, eos_id, max_len, batch_size=inputs[0].shape[0],
                            device=inputs[0].device, pad_id=pad_id, on_step=on_step)
     if keep is None:
@@ -147,8 +176,7 @@ def beam_search(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: 
     """
     _check_decoding_args(step_fn, max_len, batch_size, bos_id, eos_id, pad_id)
     require_positive_int("beam_size", beam_size)
-    if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-        raise ValueError(f"length_penalty must be a number >= 0, got {length_penalty!r}")
+    require_number("length_penalty", length_penalty, 0.0)
     B, k = batch_size, beam_size
     rows = torch.arange(B, device=device)  # (B,)
     state = index_state(state, rows.repeat_interleave(k))  # every row copied k times: (B*k, ...)
@@ -160,8 +188,7 @@ def beam_search(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len: 
     lengths = torch.zeros(B, k, dtype=torch.long, device=device)  # (B, k)
     for _ in range(max_len):
         logits, state = step_fn(prev, state)
-        if logits.dim() != 2 or logits.shape[0] != B * k:
-            raise ValueError(f"step_fn must return logits of shape (B*k={B * k}, V), got {tuple(logits.shape)}")
+        _check_logits(logits, B * k, "B*k", pad_id)
         V = logits.shape[-1]
         logp = torch.log_softmax(logits.float(), dim=-1).view(B, k, V)  # (B, k, V)
         # a finished hypothesis can only be followed by padding, at no cost

@@ -33,7 +33,10 @@ def default_device() -> torch.device:
 
 def describe_device(device: torch.device | None = None) -> str:
     """A one-line description of ``device`` for notebooks to print."""
-    device = torch.device(device) if device is not None else default_device()
+    try:
+        device = torch.device(device) if device is not None else default_device()
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must name a device such as 'cpu' or 'cuda', got {device!r}") from err
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         return f"cuda ({name})"

@@ -67,6 +67,9 @@ def key_mask(padding: torch.Tensor) -> torch.Tensor:
     may attend to the real keys of ``b`` and to none of its padding.
     """
     require_tensor("padding", padding)
+    if padding.dtype != torch.bool:
+        raise TypeError(f"padding must be a boolean (B, N_k) mask (True = real token), got dtype {padding.dtype}; "
+                        "build it with padding_mask(lengths)")
     if padding.dim() != 2:
         raise ValueError(f"padding must have shape (B, N_k), got {tuple(padding.shape)}")
     return padding[:, None, None, :]  # (B, 1, 1, N_k)
@@ -92,15 +95,24 @@ def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch
     require_tensor("mask", mask)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be boolean, got dtype {mask.dtype}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (only floats hold -inf), got {dtype!r}")
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return additive.masked_fill(~mask, float("-inf"))
 
 
 def from_additive(additive: torch.Tensor) -> torch.Tensor:
-    """Back from an additive float mask to a boolean one (True where finite)."""
+    """Back from an additive float mask to a boolean one (True where finite, False at ``-inf``).
+
+    NaN and ``+inf`` are refused: added to the scores they would not block a key but
+    poison its whole row."""
     require_tensor("additive", additive)
     if not additive.is_floating_point():
         raise TypeError(f"additive must be a float mask, got dtype {additive.dtype}")
+    bad = torch.isnan(additive) | torch.isposinf(additive)
+    if bad.any():
+        raise ValueError(f"additive must hold finite numbers or -inf, got {int(bad.sum())} NaN or +inf entries "
+                         f"(first at index {tuple(torch.nonzero(bad)[0].tolist())})")
     return torch.isfinite(additive)
 
 
@@ -116,6 +128,19 @@ def local_window_mask(n: int, radius: int, device: torch.device | str | None = N
     return (i[:, None] - i[None, :]).abs() <= radius  # (n, n)
 
 
+def pixel_grid(height: int, width: int, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The row and column of every pixel of a ``height × width`` image, pixels numbered
+    row by row (``p = row · width + col``, the order of ``rearrange(img, 'c h w -> (h w) c')``).
+
+    Returns ``rows, cols``, each of shape ``(height·width,)``.
+    """
+    require_positive_int("height", height)
+    require_positive_int("width", width)
+    rows = torch.arange(height, device=device).repeat_interleave(width)  # (H·W,)
+    cols = torch.arange(width, device=device).repeat(height)  # (H·W,)
+    return rows, cols
+
+
 def local_window_mask_2d(height: int, width: int, radius: int,
                          device: torch.device | str | None = None) -> torch.Tensor:
     """A 2-D local window over the ``height × width`` pixels of an image.
@@ -126,11 +151,8 @@ def local_window_mask_2d(height: int, width: int, radius: int,
     ``(2·radius + 1) × (2·radius + 1)`` receptive field of a convolution.
     Shape ``(height·width, height·width)``.
     """
-    require_positive_int("height", height)
-    require_positive_int("width", width)
     require_int("radius", radius, minimum=0)
-    rows = torch.arange(height, device=device).repeat_interleave(width)  # (H·W,)
-    cols = torch.arange(width, device=device).repeat(height)  # (H·W,)
+    rows, cols = pixel_grid(height, width, device)  # (H·W,) each
     near_rows = (rows[:, None] - rows[None, :]).abs() <= radius  # (H·W, H·W)
     near_cols = (cols[:, None] - cols[None, :]).abs() <= radius  # (H·W, H·W)
     return near_rows & near_cols
@@ -144,12 +166,22 @@ def graph_mask(adjacency, self_loops: bool = True) -> torch.Tensor:
     With ``self_loops=True`` every node also attends to itself (so no row is
     fully masked for a node with no edges). Returns a boolean ``(n, n)`` mask.
     """
+    if not isinstance(self_loops, bool):
+        raise TypeError(f"self_loops must be True or False, got {self_loops!r}")
     if not isinstance(adjacency, torch.Tensor):
-        adjacency = torch.as_tensor(adjacency)
+        if not isinstance(adjacency, (list, tuple)):
+            raise TypeError(f"adjacency must be a tensor or a nested list, got {type(adjacency).__name__}")
+        try:
+            adjacency = torch.as_tensor(adjacency)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"adjacency must be a square (n, n) matrix of numbers, got {adjacency!r}: {err}") from None
     if adjacency.dim() != 2 or adjacency.shape[0] != adjacency.shape[1]:
         raise ValueError(f"adjacency must be a square (n, n) matrix, got shape {tuple(adjacency.shape)}")
     if adjacency.is_complex():
         raise TypeError(f"adjacency must be real (bool, int or float), got dtype {adjacency.dtype}")
+    if adjacency.is_floating_point() and torch.isnan(adjacency).any():
+        raise ValueError(f"adjacency holds NaN at {tuple(torch.nonzero(torch.isnan(adjacency))[0].tolist())}: "
+                         "NaN is neither an edge nor no edge")
     mask = adjacency != 0
     if self_loops:
         mask = mask | torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._validate import require_float, require_positive_int, require_rank
+from ._validate import require_float, require_matches_parameters, require_number, require_positive_int, require_rank
 from .attention import check_attention_shapes, scaled_dot_product_attention
 
 
@@ -48,6 +48,13 @@ class MultiHeadAttention(nn.Module):
     ``key_mask(padding)`` of shape ``(B, 1, 1, N_k)``.
 
     Returns ``(output (B, N_q, D), weights (B, H, N_q, N_k) or None)``.
+
+    **Key/value cache** (step-by-step decoding): pass a dict ``cache`` that the module
+    reads and fills. In self-attention (``key=None``) the new tokens' keys and values are
+    appended to those of the earlier tokens kept in ``cache``, so step ``t`` projects one
+    token instead of ``t``; in cross-attention (``key``/``value`` given) they are projected
+    at the first call and reused afterwards. ``mask`` then covers all keys, cached ones
+    included.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, fused: bool = True):
@@ -59,7 +66,8 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: "
                 f"each head needs d_model / num_heads dimensions"
             )
-        if not 0.0 <= dropout < 1.0:
+        require_number("dropout", dropout, 0.0)
+        if dropout >= 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model = d_model
         self.num_heads = num_heads
@@ -72,7 +80,10 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def project_qkv(self, query, key, value):
-        """Step 1: ``Q = query W^Q``, ``K = key W^K``, ``V = value W^V``, each ``(B, N, D)``."""
+        """Step 1: ``Q = query W^Q``, ``K = key W^K``, ``V = value W^V``, each ``(B, N, D)``.
+
+        The one place where ``W^Q, W^K, W^V`` are split; ``key``/``value`` may be ``None``
+        (then ``None`` comes back for them: only ``Q`` is computed)."""
         if query is key and key is value:
             # Self-attention: one [N × D][D × 3D] matmul, then split in three.
             qkv = self.in_proj(query)  # (B, N, 3D)
@@ -81,7 +92,9 @@ class MultiHeadAttention(nn.Module):
         b_q = b_k = b_v = None
         if self.in_proj.bias is not None:
             b_q, b_k, b_v = self.in_proj.bias.chunk(3)
-        return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+        k = None if key is None else F.linear(key, w_k, b_k)
+        v = None if value is None else F.linear(value, w_v, b_v)
+        return F.linear(query, w_q, b_q), k, v
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, N, H·D_H) -> (B, H, N, D_H)``."""
@@ -91,14 +104,26 @@ class MultiHeadAttention(nn.Module):
         """``(B, H, N, D_H) -> (B, N, H·D_H)``: concatenate the heads."""
         return rearrange(x, "b h n d -> b n (h d)")
 
-    def forward(self, query, key=None, value=None, mask=None, need_weights: bool = False):
+    def forward(self, query, key=None, value=None, mask=None, need_weights: bool = False, cache: dict | None = None):
+        self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value, mask)
+        cached = 0 if cache is None or not self_attention or "k" not in cache else cache["k"].shape[2]
+        self._check_inputs(query, key, value, mask, cache, cached)
 
         # Step 1: QKV projection, then split into heads.
-        q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
-        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
+        if cache is not None and not self_attention and "k" in cache:
+            # cross-attention with a cache: the memory's K, V were projected at the first step
+            q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
+            k, v = cache["k"], cache["v"]  # (B, H, N_k, D_H) each
+        else:
+            q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
+            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
+            if cache is not None:
+                if cached:  # self-attention: the new tokens' K, V join those of the earlier tokens
+                    k = torch.cat([cache["k"], k], dim=2)  # (B, H, t, D_H)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
 
         dropout_p = self.dropout if self.training else 0.0
         if self.fused and not need_weights:
@@ -106,32 +131,43 @@ class MultiHeadAttention(nn.Module):
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, N_q, D_H)
             weights = None
         else:
-            # Step 2: QK similarity -> softmax; Step 3: V weighting.
-            heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
-            if dropout_p > 0:
-                heads = F.dropout(weights, dropout_p) @ v  # (B, H, N_q, D_H)
+            # Step 2: QK similarity -> softmax; Step 3: V weighting (dropout on the weights).
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
         # Step 4: concatenate heads and project back to D.
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
         return out, weights
 
-    def _check_inputs(self, query, key, value, mask):
+    def _check_inputs(self, query, key, value, mask, cache=None, cached: int = 0):
         for name, x in (("query", query), ("key", key), ("value", value)):
             require_float(name, x)
             require_rank(name, x, 3, "batch, length, d_model")
             if x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+            require_matches_parameters(name, x, self.in_proj.weight)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value must have the same batch and length, got {tuple(key.shape)} and {tuple(value.shape)}")
         if query.shape[0] != key.shape[0]:
             raise ValueError(f"query and key must have the same batch size, got {tuple(query.shape)} and {tuple(key.shape)}")
-        B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1]
+        if mask is not None and isinstance(mask, torch.Tensor) and mask.dim() == 3:
+            # (B, N_q, N_k) would broadcast against (B, H, N_q, N_k) with B read as the heads
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} is ambiguous: a 3-D mask lines up with (heads, N_q, N_k), "
+                f"not (batch, N_q, N_k). Give a per-sequence mask the shape (B, 1, N_q, N_k) with mask[:, None], "
+                f"or one mask for all sequences the shape (N_q, N_k)"
+            )
+        if cache is not None and not isinstance(cache, dict):
+            raise TypeError(f"cache must be a dict (this module keeps its keys and values in it), "
+                            f"got {type(cache).__name__}")
+        B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1] + cached
         q_shape = (B, self.num_heads, Nq, self.head_dim)  # the heads' shapes
         k_shape = (B, self.num_heads, Nk, self.head_dim)
         check_attention_shapes(q_shape, k_shape, k_shape, mask)
 
     def load_from_torch(self, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` with the same sizes."""
+        if not isinstance(torch_mha, nn.MultiheadAttention):
+            raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")
         if torch_mha.embed_dim != self.d_model or torch_mha.num_heads != self.num_heads:
             raise ValueError(
                 f"size mismatch: this module has d_model={self.d_model}, num_heads={self.num_heads}; "

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import require_positive_int, require_rank, require_tensor
+from ._validate import require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
 
 
 def _check_d_model_and_base(d_model: int, base: float) -> None:
@@ -62,6 +62,7 @@ def rotation_matrix(delta: float, d_model: int, base: float = 10000.0) -> torch.
     Shape ``(d_model, d_model)``, float64. ``R`` depends on ``Δ`` but not on ``t``:
     relative positions are a *linear* function of the encoding.
     """
+    require_number("delta", delta)
     omega = frequencies(d_model, base)  # (d/2,)
     c, s = torch.cos(delta * omega), torch.sin(delta * omega)  # (d/2,)
     R = torch.zeros(d_model, d_model, dtype=torch.float64)
@@ -84,9 +85,13 @@ def binary_encoding(length: int, bits: int) -> torch.Tensor:
     require_positive_int("bits", bits)
     if length > 2**bits:
         raise ValueError(f"{bits} bits hold only {2**bits} positions, got length={length}")
+    # Only the low bits of t < length can be 1; higher digits are 0. Computing 2^b for
+    # b >= 63 would overflow int64, so the high digits are written as zeros instead.
+    low = min(bits, max(1, (length - 1).bit_length()))  # digits that can be nonzero
     t = torch.arange(length)[:, None]  # (length, 1)
-    powers = 2 ** torch.arange(bits - 1, -1, -1)  # (bits,)
-    return ((t // powers) % 2).float()  # (length, bits)
+    powers = 2 ** torch.arange(low - 1, -1, -1)  # (low,)
+    digits = ((t // powers) % 2).float()  # (length, low)
+    return torch.cat([torch.zeros(length, bits - low), digits], dim=1)  # (length, bits)
 
 
 def static_fraction(pe: torch.Tensor, threshold: float = 0.05) -> float:
@@ -106,6 +111,8 @@ def static_fraction(pe: torch.Tensor, threshold: float = 0.05) -> float:
 def pairwise_distances(pe: torch.Tensor) -> torch.Tensor:
     """Euclidean distances ``‖pe[s] - pe[t]‖`` between all positions: ``(length, length)``, float64."""
     require_rank("pe", require_tensor("pe", pe), 2, "positions, dimensions")
+    if pe.is_complex() or pe.dtype == torch.bool:
+        raise TypeError(f"pe must hold real numbers, got dtype {pe.dtype}")
     return torch.cdist(pe.double(), pe.double())
 
 
@@ -129,15 +136,31 @@ def min_distance(pe: torch.Tensor) -> float:
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Adds the fixed sinusoidal table to ``(B, N, d_model)`` inputs (no parameters)."""
+    """Adds the fixed sinusoidal table to ``(B, N, d_model)`` inputs (no parameters).
+
+    ``pe(x, offset=t)`` adds the rows ``t … t + N - 1``: the positions of tokens that
+    continue a sequence (one decoding step after another). Positions at or past
+    ``max_len`` are refused with an error that says so.
+    """
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
         super().__init__()
+        self.max_len = require_positive_int("max_len", max_len)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 3 or x.shape[-1] != self.pe.shape[1] or x.shape[1] > self.pe.shape[0]:
+    def positions(self, length: int, offset: int = 0) -> torch.Tensor:
+        """The rows ``PE[offset : offset + length]`` of the table, shape ``(length, d_model)``."""
+        require_int("length", length, minimum=0)
+        require_int("offset", offset, minimum=0)
+        if offset + length > self.max_len:
             raise ValueError(
-                f"expected x of shape (B, N <= {self.pe.shape[0]}, {self.pe.shape[1]}), got {tuple(x.shape)}"
+                f"positions {offset}…{offset + length - 1} go past max_len={self.max_len}: the table holds "
+                f"positions 0…{self.max_len - 1}; build the model with a larger max_len"
             )
-        return x + self.pe[: x.shape[1]].to(x.dtype)  # (B, N, d_model)
+        return self.pe[offset: offset + length]  # (length, d_model)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        require_float("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.pe.shape[1]:
+            raise ValueError(f"expected x of shape (B, N, {self.pe.shape[1]}), got {tuple(x.shape)}")
+        return x + self.positions(x.shape[1], offset).to(x.dtype)  # (B, N, d_model)

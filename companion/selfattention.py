@@ -19,7 +19,8 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from ._validate import require_float, require_positive_int, require_rank
+from ._validate import require_float, require_matches_parameters, require_positive_int, require_rank
+from .masks import pixel_grid
 
 
 def dft_matrix(n: int, dtype: torch.dtype = torch.complex128) -> torch.Tensor:
@@ -123,11 +124,8 @@ class ConvAsSelfAttention(nn.Module):
     def relative_scores(self, height: int, width: int) -> torch.Tensor:
         """The scores ``v_h · r_δ`` of every head for every pair of pixels of a
         ``height × width`` image: shape ``(K², H·W, H·W)``, pixels row by row."""
-        require_positive_int("height", height)
-        require_positive_int("width", width)
         device, dtype = self.value.device, self.value.dtype
-        rows = torch.arange(height, device=device).repeat_interleave(width)  # (P,)
-        cols = torch.arange(width, device=device).repeat(height)  # (P,)
+        rows, cols = pixel_grid(height, width, device)  # (P,) each, pixels row by row
         pos = torch.stack([rows, cols], dim=-1).to(dtype)  # (P, 2)
         delta = pos[None, :, :] - pos[:, None, :]  # (P_q, P_k, 2): δ = p' - p
         r = torch.cat([(delta**2).sum(-1, keepdim=True), delta], dim=-1)  # (P_q, P_k, 3): r_δ
@@ -145,6 +143,7 @@ class ConvAsSelfAttention(nn.Module):
         require_rank("x", x, 4, "batch, channels, height, width")
         if x.shape[1] != self.in_channels:
             raise ValueError(f"x must have {self.in_channels} channels, got shape {tuple(x.shape)}")
+        require_matches_parameters("x", x, self.value)
         r = self.kernel_size // 2
         H, W = x.shape[-2:]
         padded = nn.functional.pad(x, (r, r, r, r))  # (B, C_in, H+2r, W+2r)

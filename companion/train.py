@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._validate import require_positive_int, require_tensor
+from ._validate import require_float, require_int, require_number, require_positive_int, require_seed, require_tensor
 from .device import default_device
 
 
@@ -33,13 +33,29 @@ class History:
 
 def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """Mean cross-entropy of ``logits (B, T, V)`` against ``targets (B, T)``,
-    ignoring positions where the target is ``pad_id``."""
-    require_tensor("logits", logits)
+    ignoring positions where the target is ``pad_id``:
+    ``Σ_{real t} -log softmax(logits_t)[y_t] / #real``.
+
+    A batch whose every target is padding has nothing to learn: its loss is 0 (with a
+    zero gradient), not the NaN of 0 / 0. No value is read back from the device.
+    """
+    require_float("logits", logits)
     require_tensor("targets", targets)
+    if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+        raise TypeError(f"targets must hold integer token ids, got dtype {targets.dtype}")
+    require_int("pad_id", pad_id)
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits must be (B, T, V) and targets (B, T), got logits {tuple(logits.shape)} "
                          f"and targets {tuple(targets.shape)}")
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)  # (B*T, V) vs (B*T,)
+    if targets.device.type == "cpu" and targets.numel():  # no device sync on an accelerator
+        real = targets[targets != pad_id]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= logits.shape[-1]):
+            raise ValueError(f"targets must be token ids in [0, V={logits.shape[-1]}) (or pad_id={pad_id}), "
+                             f"got range [{int(real.min())}, {int(real.max())}]")
+    total = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id,
+                            reduction="sum")  # (B*T, V) vs (B*T,) -> summed over the real targets
+    count = (targets != pad_id).sum().clamp(min=1)  # 0 real targets: 0 / 1 = 0, not 0 / 0
+    return total / count
 
 
 def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence[torch.Tensor], *, steps: int,
@@ -60,7 +76,13 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable as loss_fn(model, *rows), got {type(loss_fn).__name__}")
     require_positive_int("steps", steps)
+    require_number("lr", lr, 0.0, strict=True)
+    require_seed("seed", seed)
+    # clip <= 0 or NaN would scale every gradient by a negative or NaN factor (ascent, or NaN weights)
+    require_number("clip", clip, 0.0, strict=True, allow_none=True)
     require_positive_int("batch_size", batch_size)
     require_positive_int("log_every", log_every)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -70,10 +92,12 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
         raise ValueError("data must hold at least one tensor")
     for i, x in enumerate(data):
         require_tensor(f"data[{i}]", x)
-    n = data[0].shape[0]
-    if any(x.shape[0] != n for x in data):
+    n = data[0].shape[0] if data[0].dim() else 0
+    if any(x.dim() == 0 or x.shape[0] != n for x in data):
         raise ValueError(f"all data tensors need the same number of examples, got {[tuple(x.shape) for x in data]}")
-    device = torch.device(device) if device is not None else default_device()
+    if n == 0:
+        raise ValueError(f"data holds no examples (first dimension 0), got shapes {[tuple(x.shape) for x in data]}")
+    device = _device(device)
     model.to(device)
     step_model = torch.compile(model) if compile_model else model
     data = [x.to(device) for x in data]  # once
@@ -94,6 +118,9 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
         pos += batch_size
         with autocast:
             loss = loss_fn(step_model, *(x[idx] for x in data))
+        if step == 1 and not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
+            raise ValueError(f"loss_fn must return a scalar tensor that depends on the model's parameters, got "
+                             f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
@@ -113,11 +140,28 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     return history
 
 
+def _device(device) -> torch.device:
+    if device is None:
+        return default_device()
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must name a device such as 'cpu' or 'cuda', got {device!r}") from err
+
+
 def predict(fn: Callable[..., torch.Tensor], *tensors: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
     """Apply ``fn`` to ``tensors`` in chunks of ``batch_size`` rows under
     ``torch.inference_mode()`` and concatenate the results (dim 0)."""
     require_positive_int("batch_size", batch_size)
-    n = tensors[0].shape[0]
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not tensors:
+        raise TypeError("predict needs at least one input tensor after fn")
+    for i, x in enumerate(tensors):
+        require_tensor(f"tensors[{i}]", x)
+    n = tensors[0].shape[0] if tensors[0].dim() else 0
+    if n == 0:
+        raise ValueError(f"the inputs hold no rows (first dimension 0), got shapes {[tuple(x.shape) for x in tensors]}")
     outs = []
     with torch.inference_mode():
         for i in range(0, n, batch_size):
@@ -138,6 +182,10 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor, pad_id: int = 0)
     if pred.dim() != 2 or target.dim() != 2 or pred.shape[0] != target.shape[0]:
         raise ValueError(f"pred and target must be (B, T) with the same B, got pred {tuple(pred.shape)} "
                          f"and target {tuple(target.shape)}")
+    if target.shape[0] == 0:
+        raise ValueError("pred and target hold no sequences (B = 0): an accuracy over nothing is not a number")
+    if pred.is_floating_point() or pred.is_complex():
+        raise TypeError(f"pred must hold token ids, got dtype {pred.dtype} (take logits.argmax(-1) first)")
     T = target.shape[1]
     pred = F.pad(pred, (0, max(0, T - pred.shape[1])), value=pad_id)[:, :T].to(target.device)  # (B, T)
     real = target != pad_id  # (B, T)

@@ -105,3 +105,59 @@ def test_additive_attention_many_queries():
     assert c.shape == (2, 3, 4) and w.shape == (2, 3, 5)
     c0, w0 = att(s[:, 0], h)
     torch.testing.assert_close(c[:, 0], c0)
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+def test_head_size_zero_and_no_keys_are_errors_not_nan(fn):
+    with pytest.raises(ValueError, match=r"head size\) >= 1, got q \(2, 5, 0\)"):
+        fn(torch.randn(2, 5, 0), torch.randn(2, 7, 0), torch.randn(2, 7, 4))
+    with pytest.raises(ValueError, match=r"at least one key \(length >= 1\), got k \(2, 0, 8\)"):
+        fn(torch.randn(2, 5, 8), torch.randn(2, 0, 8), torch.randn(2, 0, 4))
+    out = fn(torch.randn(2, 0, 8), torch.randn(2, 0, 8), torch.randn(2, 0, 4))  # no queries: an empty answer
+    assert (out[0] if isinstance(out, tuple) else out).shape == (2, 0, 4)
+
+
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+def test_q_k_v_of_different_dtypes_are_named(fn):
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="q, k and v must have the same dtype, got q torch.float64, k torch.float32"):
+        fn(q.double(), k, v)
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, float("nan"), "0.1"])
+def test_fused_dropout_must_be_a_probability(p):
+    q, k, v = qkv()
+    with pytest.raises((ValueError, TypeError), match="dropout_p must be"):
+        fused_attention(q, k, v, dropout_p=p)
+
+
+def test_explicit_dropout_multiplies_v_once():
+    # dropout on the weights, then one product with V: out = dropout(A) V
+    q, k, v = qkv()
+    torch.manual_seed(3)
+    out, w = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    torch.manual_seed(3)
+    dropped = F.dropout(w, 0.5)
+    torch.testing.assert_close(out, dropped @ v)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))  # the returned weights are A itself
+
+
+def test_masked_softmax_is_the_one_formula():
+    from companion.attention import masked_softmax
+
+    e = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
+    m = torch.tensor([[True, False, True], [False, False, False]])
+    w = masked_softmax(e, m)
+    torch.testing.assert_close(w[0], torch.tensor([math.exp(1), 0.0, math.exp(3)]) / (math.exp(1) + math.exp(3)))
+    assert torch.equal(w[1], torch.zeros(3))  # no allowed key: 0, not NaN
+    torch.testing.assert_close(masked_softmax(e), e.softmax(-1))
+
+
+def test_additive_attention_input_dtype_and_empty_keys():
+    att = AdditiveAttention(4, 6, 5)
+    with pytest.raises(TypeError, match="query has dtype torch.float64 but the module's parameters are torch.float32"):
+        att(torch.randn(2, 4).double(), torch.randn(2, 7, 6).double())
+    with pytest.raises(ValueError, match=r"keys must hold at least one key \(N_k >= 1\), got keys \(2, 0, 6\)"):
+        att(torch.randn(2, 4), torch.randn(2, 0, 6))

@@ -62,3 +62,21 @@ def test_beam_search_errors():
     bad = lambda prev, state: (torch.zeros(3, 5), state)
     with pytest.raises(ValueError, match=r"\(B\*k=2, V\), got \(3, 5\)"):
         beam_search(bad, None, BOS, EOS, 5, batch_size=1, beam_size=2)
+
+
+@pytest.mark.parametrize("lp, error", [(float("nan"), ValueError), (float("inf"), ValueError), (-1.0, ValueError),
+                                        ("1", TypeError), (True, TypeError)])
+def test_length_penalty_must_be_a_finite_number(lp, error):
+    # NaN made every normalised score NaN and argmax picked hypothesis 0 silently
+    with pytest.raises(error, match="length_penalty must be"):
+        beam_search(toy_step, torch.zeros(1), BOS, EOS, 5, batch_size=1, length_penalty=lp)
+
+
+@pytest.mark.parametrize("decode", [greedy_decode, beam_search])
+def test_step_function_output_is_checked(decode):
+    with pytest.raises(ValueError, match="pad_id=5 must be one of the V=5 tokens"):
+        decode(toy_step, torch.zeros(1), BOS, EOS, 5, batch_size=1, pad_id=5)
+    with pytest.raises(ValueError, match="step_fn returned NaN logits"):
+        decode(lambda p, s: (torch.full((p.shape[0], 5), float("nan")), s), None, BOS, EOS, 3, batch_size=1)
+    with pytest.raises(TypeError, match="logits a tensor, got list"):
+        decode(lambda p, s: ([[0.0] * 5] * p.shape[0], s), None, BOS, EOS, 3, batch_size=1)

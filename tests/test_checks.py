@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -67,3 +69,126 @@ def test_check_equal_compares_exact_answers():
         check_equal(torch.tensor(12), 12)
     with pytest.raises(AssertionError, match="expected 12"):
         check_equal(float("nan"), 12)
+
+
+# --- a check never passes a wrong answer ------------------------------------------------
+
+nan, inf = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("actual, expected", [
+    ([nan, 1.0], [1.0, nan]),  # NaN at different positions
+    ([1.0, 2.0], [nan, 2.0]),  # a number where NaN is expected
+    ([nan], [0.0]),  # NaN where a number is expected
+    ([1.0], [inf]),  # a finite number is not infinity
+    ([inf], [1.0]),
+    ([-inf], [inf]),
+    ([1e30], [inf]),
+])
+def test_check_close_refuses_nan_and_inf_in_the_wrong_places(actual, expected):
+    with pytest.raises(AssertionError, match="result"):
+        check_close(torch.tensor(actual), torch.tensor(expected))
+
+
+def test_check_close_accepts_nan_and_inf_in_the_same_places():
+    check_close(torch.tensor([nan, inf, -inf, 1.0]), torch.tensor([nan, inf, -inf, 1.0 + 1e-7]))
+
+
+@pytest.mark.parametrize("atol, rtol, error, message", [
+    (nan, 1e-4, ValueError, r"atol must be a finite number >= 0, got nan"),
+    (1e-5, nan, ValueError, r"rtol must be a finite number >= 0, got nan"),
+    (inf, 1e-4, ValueError, r"atol must be a finite number >= 0, got inf"),
+    (-1.0, 1e-4, ValueError, r"atol must be a finite number >= 0, got -1.0"),
+    (1e-5, -0.5, ValueError, r"rtol must be a finite number >= 0, got -0.5"),
+    ("0.1", 1e-4, TypeError, r"atol must be a number, got str"),
+    (True, 1e-4, TypeError, r"atol must be a number, got bool"),
+])
+def test_check_close_tolerances_must_be_finite_and_non_negative(atol, rtol, error, message):
+    with pytest.raises(error, match=message):
+        check_close(torch.tensor([0.0]), torch.tensor([100.0]), atol=atol, rtol=rtol)
+
+
+def test_check_close_complex_and_non_numeric_answers():
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    check_close(z, z.clone())
+    with pytest.raises(AssertionError, match="differs in 1 of 2"):
+        check_close(torch.tensor([1 + 2j, 3 + 1j]), z)  # only the imaginary part differs
+    with pytest.raises(AssertionError, match="complex and real"):
+        check_close(z.real, z)
+    with pytest.raises(AssertionError, match="replace it by your answer"):
+        check_close(None, torch.zeros(2))
+    with pytest.raises(AssertionError, match="not an array of numbers"):
+        check_close("0.5", torch.zeros(()))
+
+
+@pytest.mark.parametrize("weights", [
+    torch.tensor([[nan, 1.0], [0.5, 0.5]]),
+    torch.tensor([[nan, nan], [0.5, 0.5]]),
+    torch.tensor([[inf, 0.0], [0.5, 0.5]]),
+])
+def test_check_attention_weights_refuses_nan_and_inf(weights):
+    with pytest.raises(AssertionError, match="NaN or infinite"):
+        check_attention_weights(weights)
+    with pytest.raises(AssertionError, match="NaN or infinite"):
+        check_attention_weights(weights, torch.ones(2, 2, dtype=torch.bool))
+
+
+def test_check_attention_weights_mask_and_atol_are_checked():
+    w = torch.full((2, 2), 0.5)
+    with pytest.raises(TypeError, match="mask must be a boolean tensor"):
+        check_attention_weights(w, torch.ones(2, 2))
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) does not broadcast"):
+        check_attention_weights(w, torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="atol must be a finite number >= 0, got nan"):
+        check_attention_weights(torch.tensor([[2.0, 2.0]]), atol=nan)
+
+
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+
+class _SneakyInt(int):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize("actual", [_AlwaysEqual(), _SneakyInt(5), (_AlwaysEqual(), 3), [_SneakyInt(1), 3],
+                                    {"a": 12}, 12j])
+def test_check_equal_refuses_objects_that_are_not_plain_values(actual):
+    expected = (2, 3) if isinstance(actual, (tuple, list)) else 12
+    with pytest.raises(AssertionError, match="plain Python value"):
+        check_equal(actual, expected)
+
+
+def test_check_equal_compares_strictly():
+    check_equal("abc", "abc")
+    check_equal([1, [2, 3]], (1, (2, 3)))
+    for actual, expected in [("12", 12), (12, "12"), ((1, 2), (1, 2, 3)), ((True, 2), (1, 2)), (12.5, 12),
+                             (float("nan"), float("nan")), (0, False), (None, None)]:
+        with pytest.raises(AssertionError):
+            check_equal(actual, expected)
+    with pytest.raises(TypeError, match="expected must be a plain Python value"):
+        check_equal(3, torch.tensor(3))
+
+
+def test_rel_error_does_not_hide_nan_and_checks_eps():
+    assert math.isnan(rel_error([nan], [1.0]))
+    assert rel_error([inf], [inf]) == 0.0
+    with pytest.raises(ValueError, match="eps must be a finite number > 0"):
+        rel_error([1.0], [1.0], eps=0.0)
+
+
+def test_check_shape_expected_must_be_sizes():
+    with pytest.raises(TypeError, match="expected must be a tuple of sizes, got int"):
+        check_shape(torch.zeros(3), 3)
+    with pytest.raises(TypeError, match="expected must hold ints or None"):
+        check_shape(torch.zeros(1), (True,))

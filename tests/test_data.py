@@ -35,18 +35,22 @@ def test_vocab_messages():
         Vocab(["a"]).decode_batch(torch.zeros(3, dtype=torch.long))
 
 
-@pytest.mark.parametrize("make", [
-    lambda seed: make_shapes(64, seed=seed),
-    lambda seed: make_dates(64, seed=seed),
-    lambda seed: make_sequence_task(64, 3, 9, "reverse", seed=seed),
+@pytest.mark.parametrize("make, args", [
+    (make_shapes, (64,)),
+    (make_dates, (64,)),
+    (make_sequence_task, (64, 3, 9, "reverse")),
 ])
-def test_same_seed_same_data_other_seed_other_data(make):
-    a, b, c = make(5), make(5), make(6)
+def test_same_seed_same_data_other_seed_other_data(make, args):
+    # generate each time (make.__wrapped__ bypasses the session cache), so "same seed, same
+    # data" compares two generations, not a generation with its cached copy
+    a, b, c = make.__wrapped__(*args, seed=5), make.__wrapped__(*args, seed=5), make.__wrapped__(*args, seed=6)
     fields = ["images", "tokens"] if hasattr(a, "images") else ["src", "tgt"]
     for f in fields:
         assert torch.equal(getattr(a, f), getattr(b, f))
         assert not torch.equal(getattr(a, f), getattr(c, f))
-
+    cached = make(*args, seed=5)  # and the cache serves what the generator makes
+    for f in fields:
+        assert torch.equal(getattr(cached, f), getattr(a, f))
 
 
 def test_shapes_captions_match_labels():
@@ -65,18 +69,25 @@ def test_shapes_captions_match_labels():
 
 
 def test_shapes_relation_is_visible():
-    # The shape named first is above (its pixels' mean row is smaller) or left of the second.
+    # The shape named first is above (smaller mean row) or left of (smaller mean column) the
+    # second: find each shape's pixels by its colour (no noise, so colours are exact).
+    from companion.data.shapes import RGB
+
     b = make_shapes(300, seed=2, noise=0.0)
     idx = torch.nonzero(b.n_shapes == 2).squeeze(1)
-    ok = 0
+    checked = 0
     for i in idx.tolist():
-        img = b.images[i]
-        lit = img.sum(0) > 0  # (S, S)
-        rows, cols = torch.nonzero(lit, as_tuple=True)
-        axis = rows if b.relation[i] == 0 else cols
-        first_half = axis < 16
-        ok += bool(first_half.any() and (~first_half).any())
-    assert ok == len(idx)
+        c0, c1 = int(b.color_ids[i, 0]), int(b.color_ids[i, 1])
+        if c0 == c1:
+            continue  # same colour: the pixels cannot be told apart
+        img = b.images[i]  # (3, S, S)
+        first = torch.isclose(img, RGB[c0][:, None, None]).all(0)  # (S, S)
+        second = torch.isclose(img, RGB[c1][:, None, None]).all(0)
+        rows, cols = torch.arange(32.0)[:, None].expand(32, 32), torch.arange(32.0)[None, :].expand(32, 32)
+        coord = rows if b.relation[i] == 0 else cols
+        assert coord[first].mean() < coord[second].mean(), (i, b.captions[i])
+        checked += 1
+    assert checked > len(idx) // 2
 
 
 def test_shapes_messages():
@@ -158,3 +169,47 @@ def test_generators_are_cached_per_session_and_return_independent_copies():
     x1 += 1
     x2, _ = load_digits_tensors()
     assert float(x2.max()) <= 1.0
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+@pytest.mark.parametrize("seed, error, message", [
+    (None, TypeError, "seed must be an int, got NoneType"),  # make_dates(seed=None) was unseeded
+    (1.5, TypeError, "seed must be an int, got float"),
+    ("0", TypeError, "seed must be an int, got str"),
+    (True, TypeError, "seed must be an int, got bool"),
+    (-1, ValueError, "seed must be >= 0, got -1"),
+])
+@pytest.mark.parametrize("make", [
+    lambda seed: make_dates(4, seed=seed),
+    lambda seed: make_sequence_task(4, 2, 3, seed=seed),
+    lambda seed: make_shapes(4, seed=seed),
+    lambda seed: __import__("companion.data", fromlist=["digits_split"]).digits_split(10, 5, seed=seed),
+])
+def test_every_generator_refuses_a_seed_that_is_no_int(make, seed, error, message):
+    with pytest.raises(error, match=message):
+        make(seed)
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"noise": float("nan")}, ValueError, "noise must be a finite number"),  # NaN noise made every image NaN
+    ({"noise": "0.1"}, TypeError, "noise must be a number"),
+    ({"p_two": float("nan")}, ValueError, "p_two must be a finite number"),
+    ({"p_two": "0.5"}, TypeError, "p_two must be a number"),
+])
+def test_shapes_numbers_must_be_finite(kw, error, message):
+    with pytest.raises(error, match=message):
+        make_shapes(4, **kw)
+
+
+def test_shift_images_and_vocab_decode_name_their_arguments():
+    from companion.data.digits import shift_images
+
+    with pytest.raises(TypeError, match="dx must be an int, got float"):
+        shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0)
+    with pytest.raises(TypeError, match="images must be a torch.Tensor, got NoneType"):
+        shift_images(None, 1, 0)
+    with pytest.raises(TypeError, match="ids must be integers"):
+        Vocab(["a"]).decode([1.5])
+    with pytest.raises(ValueError, match="formats must be a non-empty list"):
+        make_dates(4, formats=[1.0])

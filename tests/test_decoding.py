@@ -55,3 +55,17 @@ def test_index_state_reorders_nested_tensors():
     out = index_state(st, torch.tensor([2, 0]))
     assert out["h"].squeeze(1).tolist() == [2.0, 0.0] and out["pair"][0].tolist() == [2, 0]
     assert out["pair"][1] == 7 and out["t"] == 2
+
+
+def test_index_state_and_generate_name_their_mistakes():
+    from companion.decoding import generate
+    from companion.models import Seq2Seq
+
+    with pytest.raises(TypeError, match="index must be a 1-D tensor of int64/int32 row numbers, got torch.float32"):
+        index_state({"h": torch.zeros(3, 2)}, torch.tensor([0.0, 1.0]))
+    m = Seq2Seq(10, 10, 4, 8, "dot").eval()
+    src, lengths = torch.tensor([[3, 4, 5]]), torch.tensor([3])
+    with pytest.raises(ValueError, match="keep='nope' is not a key of the decoding state of Seq2Seq"):
+        generate(m, src, lengths, bos_id=1, eos_id=2, max_len=3, keep="nope")
+    with pytest.raises(TypeError, match="generate needs the model's inputs"):
+        generate(m, bos_id=1, eos_id=2, max_len=3)

@@ -110,3 +110,42 @@ def test_graph_mask():
 def test_new_mask_bad_input_messages(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+def test_to_additive_needs_a_float_dtype():
+    # dtype=torch.bool used to give True where allowed... and True (-inf) where blocked: inverted
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        masks.to_additive(causal_mask(3), dtype=torch.bool)
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        masks.to_additive(causal_mask(3), dtype=torch.long)
+    a = masks.to_additive(causal_mask(3), dtype=torch.float64)
+    assert a.dtype == torch.float64 and torch.equal(masks.from_additive(a), causal_mask(3))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_from_additive_refuses_nan_and_plus_inf(bad):
+    with pytest.raises(ValueError, match=r"additive must hold finite numbers or -inf, got 1 NaN or \+inf entries"):
+        masks.from_additive(torch.tensor([[0.0, bad], [0.0, float("-inf")]]))
+
+
+def test_graph_mask_refuses_nan_and_non_matrices():
+    with pytest.raises(ValueError, match=r"adjacency holds NaN at \(0, 1\)"):
+        masks.graph_mask(torch.tensor([[0.0, float("nan")], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="adjacency must be a square"):
+        masks.graph_mask([[1, 0], [1]])
+    with pytest.raises(TypeError, match="adjacency must be a tensor or a nested list, got str"):
+        masks.graph_mask("ab")
+    with pytest.raises(TypeError, match="self_loops must be True or False"):
+        masks.graph_mask(torch.zeros(2, 2), self_loops="no")
+
+
+def test_key_mask_needs_a_boolean_padding_mask():
+    with pytest.raises(TypeError, match="padding must be a boolean"):
+        key_mask(torch.ones(2, 3))
+
+
+def test_pixel_grid_numbers_pixels_row_by_row():
+    rows, cols = masks.pixel_grid(2, 3)
+    assert rows.tolist() == [0, 0, 0, 1, 1, 1] and cols.tolist() == [0, 1, 2, 0, 1, 2]

@@ -106,3 +106,62 @@ def test_dropout_only_in_training():
 def test_bad_input_messages(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_three_dimensional_mask_is_refused(fused):
+    # (B, N, N) with B == H would line up with the heads, not the batch: silently wrong
+    mha = MultiHeadAttention(8, 2, fused=fused).eval()
+    x = torch.randn(2, 5, 8)
+    per_seq = torch.ones(2, 5, 5, dtype=torch.bool)
+    per_seq[0] = causal_mask(5)
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 5, 5\) is ambiguous.*\(B, 1, N_q, N_k\)"):
+        mha(x, mask=per_seq)
+    out, _ = mha(x, mask=per_seq[:, None])  # the unambiguous form
+    torch.testing.assert_close(out[0], mha(x[:1], mask=causal_mask(5))[0][0])
+    torch.testing.assert_close(out[1], mha(x[1:])[0][0])
+
+
+def test_input_dtype_must_match_the_parameters():
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match="query has dtype torch.float64 but the module's parameters are torch.float32"):
+        mha(torch.randn(2, 5, 8, dtype=torch.float64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # under autocast any float dtype goes in
+        out, _ = mha(torch.randn(2, 5, 8, dtype=torch.bfloat16))
+    assert out.shape == (2, 5, 8)
+    with pytest.raises(TypeError, match="torch_mha must be a torch.nn.MultiheadAttention, got NoneType"):
+        mha.load_from_torch(None)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_cache_equals_attention_over_the_whole_prefix(fused):
+    mha = MultiHeadAttention(8, 2, fused=fused).eval()
+    x, memory = torch.randn(2, 6, 8), torch.randn(2, 4, 8)
+    full_self = mha(x, mask=causal_mask(6))[0]
+    full_cross = mha(x, memory, memory)[0]
+    self_cache, cross_cache = {}, {}
+    for t in range(6):
+        step_self, _ = mha(x[:, t:t + 1], cache=self_cache)
+        step_cross, _ = mha(x[:, t:t + 1], memory, memory, cache=cross_cache)
+        torch.testing.assert_close(step_self[:, 0], full_self[:, t])
+        torch.testing.assert_close(step_cross[:, 0], full_cross[:, t])
+    assert self_cache["k"].shape == (2, 2, 6, 4) and cross_cache["k"].shape == (2, 2, 4, 4)
+
+
+def test_explicit_path_with_dropout_multiplies_v_once():
+    # a bug computed weights @ V, then dropout(weights) @ V again: with dropout the
+    # explicit path must equal dropout(A) V for the same random draw
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, dropout=0.5, fused=False).train()
+    x = torch.randn(2, 5, 8)
+    torch.manual_seed(1)
+    out, w = mha(x, need_weights=True)
+    q, k, v = (mha.split_heads(t) for t in mha.project_qkv(x, x, x))
+    torch.manual_seed(1)
+    A = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # sqrt(D_H) = 2
+    dropped = torch.nn.functional.dropout(A, 0.5)
+    want = mha.out_proj(mha.merge_heads(dropped @ v))
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(w, A)

@@ -47,8 +47,49 @@ def test_module_adds_table():
     m = SinusoidalPositionalEncoding(8, max_len=20)
     x = torch.zeros(2, 5, 8)
     torch.testing.assert_close(m(x), sinusoidal_encoding(5, 8).expand(2, 5, 8))
-    with pytest.raises(ValueError, match="expected x of shape \\(B, N <= 20, 8\\), got \\(2, 30, 8\\)"):
+    with pytest.raises(ValueError, match="positions 0…29 go past max_len=20"):
         m(torch.zeros(2, 30, 8))
+    with pytest.raises(ValueError, match=r"expected x of shape \(B, N, 8\), got \(5, 8\)"):
+        m(torch.zeros(5, 8))
+
+
+def test_module_offset_continues_the_table():
+    m = SinusoidalPositionalEncoding(8, max_len=20)
+    table = sinusoidal_encoding(20, 8)
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(m(x, offset=7), x + table[7:10])
+    torch.testing.assert_close(m(x[:, :1], offset=19), x[:, :1] + table[19:20])  # the last row
+    with pytest.raises(ValueError, match="positions 18…20 go past max_len=20"):
+        m(x, offset=18)
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        m(x, offset=-1)
+
+
+def test_module_refuses_integer_inputs():
+    # an int tensor would truncate the table to 0/±1 (silently wrong)
+    m = SinusoidalPositionalEncoding(8, max_len=20)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor, got dtype torch.int64"):
+        m(torch.zeros(2, 5, 8, dtype=torch.long))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got NoneType"):
+        m(None)
+
+
+@pytest.mark.parametrize("bits", [62, 63, 64, 65, 100])
+def test_binary_encoding_does_not_overflow(bits):
+    from companion.positional import binary_encoding
+
+    b = binary_encoding(6, bits)
+    assert b.shape == (6, bits)
+    assert b[:, :-3].abs().sum() == 0  # the high digits of 0..5 are 0
+    assert b[:, -3:].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1]]
+
+
+def test_rotation_matrix_delta_must_be_a_finite_number():
+    from companion.positional import rotation_matrix
+
+    for delta, error in ((float("nan"), ValueError), (float("inf"), ValueError), ("1", TypeError)):
+        with pytest.raises(error, match="delta must be a"):
+            rotation_matrix(delta, 8)
 
 
 @pytest.mark.parametrize("call, message", [

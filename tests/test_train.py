@@ -85,3 +85,86 @@ def test_compile_model_trains_through_torch_compile(monkeypatch):
     train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=2, batch_size=16,
                        device="cpu", progress=False)
     assert compiled == []
+
+
+# --- no silent wrong answer --------------------------------------------------------------
+
+def _mse(m, x, y):
+    return ((m(x) - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"clip": -1.0}, ValueError, "clip must be > 0.0, got -1.0"),  # a negative clip was gradient ascent
+    ({"clip": 0.0}, ValueError, "clip must be > 0.0, got 0.0"),
+    ({"clip": float("nan")}, ValueError, "clip must be a finite number, got nan"),
+    ({"lr": -1.0}, ValueError, "lr must be > 0.0"),
+    ({"lr": float("nan")}, ValueError, "lr must be a finite number"),
+    ({"seed": None}, TypeError, "seed must be an int, got NoneType"),
+    ({"seed": "a"}, TypeError, "seed must be an int, got str"),
+    ({"device": "nope"}, ValueError, "device must name a device"),
+    ({"loss_fn": None}, TypeError, "loss_fn must be callable"),
+    ({"loss_fn": lambda m, x, y: (m(x) - y) ** 2}, ValueError, "loss_fn must return a scalar tensor"),
+])
+def test_train_refuses_settings_that_would_train_wrongly(kw, error, message):
+    args = {"loss_fn": _mse, "steps": 2, "batch_size": 4, "device": "cpu", "progress": False}
+    args.update(kw)
+    loss = args.pop("loss_fn")
+    with pytest.raises(error, match=message):
+        train(torch.nn.Linear(3, 1), loss, [torch.randn(8, 3), torch.randn(8, 1)], **args)
+
+
+def test_train_on_no_examples_is_an_error_not_nan():
+    with pytest.raises(ValueError, match=r"data holds no examples \(first dimension 0\)"):
+        train(torch.nn.Linear(3, 1), _mse, [torch.randn(0, 3), torch.randn(0, 1)], steps=2, device="cpu",
+              progress=False)
+
+
+def test_train_clips_the_gradient_norm(monkeypatch):
+    # with clip=c the update of plain SGD-like Adam is unchanged, so look at the gradient itself
+    seen = []
+    real_clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(params, max_norm, *a, **kw):
+        params = list(params)
+        out = real_clip(params, max_norm, *a, **kw)
+        seen.append((max_norm, torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item()))
+        return out
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    x, y = torch.randn(16, 3) * 100, torch.randn(16, 1) * 100  # huge gradients
+    train(torch.nn.Linear(3, 1), _mse, [x, y], steps=3, batch_size=8, clip=0.5, device="cpu", progress=False)
+    assert len(seen) == 3 and all(c == 0.5 and norm <= 0.5 + 1e-4 for c, norm in seen)
+    seen.clear()
+    train(torch.nn.Linear(3, 1), _mse, [x, y], steps=3, batch_size=8, clip=None, device="cpu", progress=False)
+    assert seen == []
+
+
+def test_sequence_loss_all_padding_is_zero_not_nan():
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    loss = sequence_loss(logits, torch.zeros(2, 3, dtype=torch.long))
+    assert loss.item() == 0.0
+    loss.backward()
+    assert torch.equal(logits.grad, torch.zeros_like(logits))
+
+
+def test_sequence_loss_is_the_mean_over_real_targets_and_checks_them():
+    logits = torch.randn(2, 3, 5)
+    targets = torch.tensor([[1, 2, 0], [3, 0, 0]])
+    want = torch.nn.functional.cross_entropy(torch.stack([logits[0, 0], logits[0, 1], logits[1, 0]]),
+                                             torch.tensor([1, 2, 3]))
+    torch.testing.assert_close(sequence_loss(logits, targets), want)
+    with pytest.raises(ValueError, match=r"targets must be token ids in \[0, V=5\)"):
+        sequence_loss(logits, torch.full((2, 3), 5))
+    with pytest.raises(TypeError, match="targets must hold integer token ids"):
+        sequence_loss(logits, targets.float())
+    with pytest.raises(TypeError, match="logits must be a floating-point tensor"):
+        sequence_loss(logits.long(), targets)
+
+
+def test_evaluation_helpers_refuse_empty_input():
+    with pytest.raises(ValueError, match=r"no sequences \(B = 0\)"):
+        sequence_accuracy(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"the inputs hold no rows"):
+        predict(lambda x: x, torch.zeros(0, 3))
+    with pytest.raises(TypeError, match="predict needs at least one input tensor"):
+        predict(lambda x: x)

@@ -7,6 +7,34 @@ from torch import nn
 from companion.train import train
 
 
+def _lrs_seen(monkeypatch, **kw):
+    """The learning rate of every optimiser step of a short run."""
+    seen = []
+    real_step = torch.optim.Adam.step
+
+    def spy(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 3), torch.randn(64, 1)
+    h = train(nn.Linear(3, 1), lambda m, xb, yb: ((m(xb) - yb) ** 2).mean(), [x, y], batch_size=16, device="cpu",
+              progress=False, **kw)
+    return seen, h
+
+
+def test_warmup_grows_the_rate_linearly_then_holds_it(monkeypatch):
+    seen, h = _lrs_seen(monkeypatch, steps=6, lr=1e-2, warmup=4, log_every=3)
+    assert seen == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2, 1e-2, 1e-2])
+    assert len(h.losses) == 2
+
+
+def test_no_warmup_is_a_constant_rate(monkeypatch):
+    seen, _ = _lrs_seen(monkeypatch, steps=3, lr=1e-2, warmup=0)
+    assert seen == pytest.approx([1e-2] * 3)
+
+
 def test_warmup_reaches_the_full_rate_and_trains():
     torch.manual_seed(0)
     model = nn.Linear(3, 1)

@@ -49,7 +49,15 @@ def test_device_and_seed(monkeypatch):
     monkeypatch.setenv("COMPANION_DEVICE", "cpu")
     assert default_device() == torch.device("cpu")
     monkeypatch.delenv("COMPANION_DEVICE")
-    assert default_device().type in {"cuda", "mps", "cpu"}
+    # the order of preference, whatever this machine has: CUDA, then MPS, then the CPU
+    mps = getattr(torch.backends, "mps", None)
+    for cuda_ok, mps_ok, want in ((True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda ok=cuda_ok: ok)
+        if mps is not None:
+            monkeypatch.setattr(mps, "is_available", lambda ok=mps_ok: ok)
+        elif want == "mps":
+            continue
+        assert default_device() == torch.device(want)
     seed_everything(3)
     a = torch.randn(3)
     seed_everything(3)

@@ -83,3 +83,75 @@ def test_digits_split_and_shift():
     assert torch.equal(shift_images(shift_images(x, 0, -1), 0, 1)[..., 1:, :], x[..., 1:, :])
     with pytest.raises(ValueError, match="n_train \\+ n_test"):
         digits_split(2000)
+
+
+def test_vit_and_cnn_name_bad_sizes_and_dtypes():
+    for p, error in ((0, ValueError), (-2, ValueError), (1.5, TypeError)):  # patch_size=0 was a ZeroDivisionError
+        with pytest.raises(error, match="patch_size must be"):
+            ViT(8, p, 1, 10)
+    vit = ViT(8, 2, 1, 10, d_model=16, depth=1, num_heads=2, d_ff=32)
+    with pytest.raises(TypeError, match="images must be a torch.Tensor, got NoneType"):
+        vit(None)
+    with pytest.raises(TypeError, match="images has dtype torch.float64 but the module's parameters are torch.float32"):
+        vit(torch.randn(1, 1, 8, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match="channels must be a tuple of stage widths"):
+        SmallCNN(1, 10, channels=5)
+    with pytest.raises(TypeError, match="images has dtype torch.float64"):
+        SmallCNN(1, 10, channels=(4,))(torch.randn(1, 1, 8, 8, dtype=torch.float64))
+
+
+# --- ViT against one built from torch's own modules; pooling; positions ---------------------
+
+def _vit(pool="mean"):
+    torch.manual_seed(0)
+    return ViT(8, 2, 1, 10, d_model=16, depth=2, num_heads=2, d_ff=32, pool=pool).eval()
+
+
+def test_vit_equals_one_built_from_torch_modules():
+    from _torch_reference import TorchViT
+
+    torch.manual_seed(1)
+    theirs = TorchViT(8, 2, 1, 10, d_model=16, depth=2, heads=2, d_ff=32).eval()
+    with torch.no_grad():
+        theirs.pos.normal_()  # non-zero positions, so dropping them shows
+        for m in theirs.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.3)
+    ours = _vit()
+    with torch.no_grad():
+        ours.patch_embed.proj.load_state_dict(theirs.embed.state_dict())
+        ours.pos_embed.copy_(theirs.pos)
+        for mine, their in zip(ours.encoder.layers, theirs.encoder.layers, strict=True):
+            mine.load_from_torch(their)
+        ours.encoder.norm.load_state_dict(theirs.encoder.norm.state_dict())
+        ours.head.load_state_dict(theirs.head.state_dict())
+    x = torch.randn(3, 1, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-4)
+
+
+def test_vit_cls_pooling_reads_the_class_token():
+    vit = _vit("cls")
+    x = torch.randn(3, 1, 8, 8)
+    with torch.no_grad():
+        z = vit.features(x)  # (B, 1 + N, d): the [class] token first
+        assert z.shape == (3, 17, 16)
+        torch.testing.assert_close(vit(x), vit.head(z[:, 0]))
+        assert not torch.allclose(vit(x), vit.head(z[:, -1]))
+
+
+def test_vit_adds_its_position_embedding():
+    vit = _vit()
+    x = torch.randn(2, 1, 8, 8)
+    with torch.no_grad():
+        vit.pos_embed.normal_()
+        want = vit.encoder(vit.patch_embed(x) + vit.pos_embed)
+        torch.testing.assert_close(vit.features(x), want)
+        # the positions are what tell patches apart: swapping two patches changes the output ...
+        swapped = x.clone()
+        swapped[..., :2, :2], swapped[..., :2, 2:4] = x[..., :2, 2:4], x[..., :2, :2]
+        assert not torch.allclose(vit(x), vit(swapped), atol=1e-4)
+        # ... and without them the mean-pooled ViT cannot see the swap
+        vit.pos_embed.zero_()
+        torch.testing.assert_close(vit(x), vit(swapped), atol=1e-5, rtol=1e-4)

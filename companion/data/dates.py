@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._validate import require_positive_int
+from .._validate import require_positive_int, require_seed
 from .cache import cached_dataset
 from .vocab import Vocab
 
@@ -92,8 +92,9 @@ def make_dates(n: int, seed: int = 0, formats=None) -> DateBatch:
     the same data on every machine.
     """
     require_positive_int("n", n)
+    require_seed("seed", seed)
     formats = list(range(len(FORMATS))) if formats is None else list(formats)
-    bad = [f for f in formats if f not in range(len(FORMATS))]
+    bad = [f for f in formats if type(f) is not int or f not in range(len(FORMATS))]
     if bad or not formats:
         raise ValueError(f"formats must be a non-empty list of format numbers 0..{len(FORMATS) - 1}, got {formats}")
     rng = np.random.default_rng(seed)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import require_positive_int
+from .._validate import require_int, require_positive_int, require_seed, require_tensor
 from .cache import cached_dataset
 
 
@@ -41,6 +41,7 @@ def digits_split(n_train: int, n_test: int = 500, seed: int = 0) -> DigitsSplit:
     the next ``n_train`` the training set (so test sets agree across ``n_train``)."""
     require_positive_int("n_train", n_train)
     require_positive_int("n_test", n_test)
+    require_seed("seed", seed)
     x, y = load_digits_tensors()
     if n_train + n_test > len(x):
         raise ValueError(f"n_train + n_test must be <= {len(x)} digits, got {n_train} + {n_test}")
@@ -51,6 +52,9 @@ def digits_split(n_train: int, n_test: int = 500, seed: int = 0) -> DigitsSplit:
 
 def shift_images(images: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
     """Translate ``(B, C, H, W)`` images by ``dx`` pixels right and ``dy`` down, filling with 0."""
+    require_tensor("images", images)
+    require_int("dx", dx)
+    require_int("dy", dy)
     if images.dim() != 4:
         raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
     H, W = images.shape[-2:]

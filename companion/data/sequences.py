@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import require_positive_int
+from .._validate import require_positive_int, require_seed
 from .cache import cached_dataset
 from .vocab import Vocab
 
@@ -53,6 +53,7 @@ def make_sequence_task(n: int, min_len: int, max_len: int, task: str = "copy", n
     """
     for name, value in (("n", n), ("min_len", min_len), ("max_len", max_len), ("n_symbols", n_symbols)):
         require_positive_int(name, value)
+    require_seed("seed", seed)
     if min_len > max_len:
         raise ValueError(f"min_len must be <= max_len, got min_len={min_len} and max_len={max_len}")
     if task not in ("copy", "reverse"):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import require_positive_int
+from .._validate import require_number, require_positive_int, require_seed
 from .cache import cached_dataset
 from .vocab import Vocab
 
@@ -84,13 +84,14 @@ def make_shapes(n: int, seed: int = 0, image_size: int = 32, p_two: float = 0.5,
     machine; move the tensors to a device afterwards.
     """
     require_positive_int("n", n)
+    require_seed("seed", seed)
     require_positive_int("image_size", image_size)
     if image_size < 16:
         raise ValueError(f"image_size must be >= 16 pixels for shapes to be recognisable, got {image_size}")
-    if not 0.0 <= p_two <= 1.0:
+    require_number("p_two", p_two, 0.0)
+    if p_two > 1.0:
         raise ValueError(f"p_two must be a probability in [0, 1], got {p_two}")
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
+    require_number("noise", noise, 0.0)  # NaN noise would turn every image into NaN
     g = torch.Generator().manual_seed(seed)
     S, half = float(image_size), image_size / 2
     n_shapes = 1 + (torch.rand(n, generator=g) < p_two).long()  # (n,)

@@ -57,12 +57,16 @@ class Vocab:
     def decode(self, ids, strip: bool = True) -> list[str]:
         """Tokens of ``ids``. With ``strip``, drop ``<start>``/``<pad>`` and stop at ``<end>``."""
         if isinstance(ids, torch.Tensor):
+            if ids.is_floating_point() or ids.is_complex():
+                raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
             if ids.dim() != 1:
                 raise ValueError(f"decode takes one sequence (1-D ids), got shape {tuple(ids.shape)}; "
                                  "use decode_batch for a batch")
             ids = ids.tolist()
         out = []
         for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise TypeError(f"ids must be integers, got {i!r} ({type(i).__name__})")
             if not 0 <= i < len(self):
                 raise ValueError(f"id {i} is outside the vocabulary (0..{len(self) - 1})")
             if strip and i == self.end_id:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validate import require_float, require_positive_int, require_rank
+from .._validate import require_float, require_matches_parameters, require_positive_int, require_rank
 
 
 class SmallCNN(nn.Module):
@@ -27,11 +27,13 @@ class SmallCNN(nn.Module):
         super().__init__()
         require_positive_int("in_channels", in_channels)
         require_positive_int("num_classes", num_classes)
+        if not isinstance(channels, (tuple, list)):
+            raise TypeError(f"channels must be a tuple of stage widths, e.g. (32, 64), got {type(channels).__name__}")
         channels = tuple(channels)
         if not channels:
             raise ValueError("channels must name at least one stage width, got ()")
-        for c in channels:
-            require_positive_int("channels[i]", c)
+        for i, c in enumerate(channels):
+            require_positive_int(f"channels[{i}]", c)
         self.in_channels = in_channels
         layers, c_in = [], in_channels
         for i, c in enumerate(channels):
@@ -48,6 +50,7 @@ class SmallCNN(nn.Module):
         require_rank("images", images, 4, "batch, channels, height, width")
         if images.shape[1] != self.in_channels:
             raise ValueError(f"images must have {self.in_channels} channels, got shape {tuple(images.shape)}")
+        require_matches_parameters("images", images, self.head.weight)
         h = self.features(images)  # (B, c, h, w)
         return self.head(h.mean(dim=(2, 3)))  # global average pooling -> (B, c) -> (B, classes)
 

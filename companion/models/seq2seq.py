@@ -18,7 +18,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validate import require_positive_int, require_rank, require_tensor
+from .._validate import (
+    require_float,
+    require_int,
+    require_matches_parameters,
+    require_positive_int,
+    require_rank,
+    require_tensor,
+    require_token_ids,
+)
 from ..attention import AdditiveAttention, scaled_dot_product_attention
 from ..masks import padding_mask
 
@@ -38,6 +46,7 @@ class DotProductAttention(nn.Module):
         super().__init__()
         for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("dim", dim)):
             require_positive_int(name, value)
+        self.query_dim, self.key_dim = query_dim, key_dim
         self.W_Q = nn.Linear(query_dim, dim, bias=False)
         self.W_K = nn.Linear(key_dim, dim, bias=False)
         self.W_V = nn.Linear(key_dim, dim, bias=False)
@@ -45,11 +54,19 @@ class DotProductAttention(nn.Module):
     def project(self, keys):
         """Keys and values ``(B, N, d)`` of the data vectors ``keys (B, N, key_dim)``;
         a decoder computes them once per sequence, not at every step."""
+        require_float("keys", keys)
         require_rank("keys", keys, 3, "B, N, key_dim")
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(f"keys must have last dimension key_dim={self.key_dim}, got shape {tuple(keys.shape)}")
+        require_matches_parameters("keys", keys, self.W_K.weight)
         return self.W_K(keys), self.W_V(keys)  # (B, N, d) each
 
     def forward(self, query, keys, mask=None, projected=None):
+        require_float("query", query)
         require_rank("query", query, 2, "B, query_dim")
+        if query.shape[-1] != self.query_dim:
+            raise ValueError(f"query must have last dimension query_dim={self.query_dim}, got shape {tuple(query.shape)}")
+        require_matches_parameters("query", query, self.W_Q.weight)
         k, v = self.project(keys) if projected is None else projected  # (B, N, d) each
         q = self.W_Q(query)[:, None, :]  # (B, 1, d)
         m = None if mask is None else mask[:, None, :]  # (B, 1, N)
@@ -75,7 +92,11 @@ class Seq2Seq(nn.Module):
             require_positive_int(name, value)
         if attention not in (None, "additive", "dot"):
             raise ValueError(f"attention must be None, 'additive' or 'dot', got {attention!r}")
+        require_int("pad_id", pad_id, minimum=0)
+        if pad_id >= min(src_vocab, tgt_vocab):
+            raise ValueError(f"pad_id={pad_id} must be a token of both vocabularies (sizes {src_vocab} and {tgt_vocab})")
         self.attention_kind, self.pad_id = attention, pad_id
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.src_embed = nn.Embedding(src_vocab, emb_dim, padding_idx=pad_id)
         self.encoder = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.tgt_embed = nn.Embedding(tgt_vocab, emb_dim, padding_idx=pad_id)
@@ -89,12 +110,20 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         """Encoder states ``H (B, N, hidden)``, the last real state ``h_N (B, hidden)``
         and the padding mask ``(B, N)`` (True = real token)."""
-        require_tensor("src", src)
-        require_rank("src", src, 2, "B, N token ids")
+        require_token_ids("src", src, self.src_vocab, rank=2)
         require_tensor("src_lengths", src_lengths)
+        if src_lengths.is_floating_point() or src_lengths.is_complex() or src_lengths.dtype == torch.bool:
+            raise TypeError(f"src_lengths must hold integers, got dtype {src_lengths.dtype}")
         if src_lengths.shape != src.shape[:1]:
             raise ValueError(f"src_lengths must have shape ({src.shape[0]},) for src {tuple(src.shape)}, "
                              f"got {tuple(src_lengths.shape)}")
+        if src.shape[1] == 0:
+            raise ValueError(f"src must hold at least one token per sequence, got shape {tuple(src.shape)}")
+        if src_lengths.device.type == "cpu" and src_lengths.numel() and (
+                int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]):
+            # a length of 0 would read the state at index -1 (the last padding): refuse it
+            raise ValueError(f"every source length must be in [1, N={src.shape[1]}], got src_lengths "
+                             f"{src_lengths.tolist()}")
         H, _ = self.encoder(self.src_embed(src))  # (B, N, hidden)
         # A unidirectional GRU's state at the last real token ignores the padding after it.
         last = H[torch.arange(src.shape[0], device=src.device), src_lengths - 1]  # (B, hidden)
@@ -113,6 +142,9 @@ class Seq2Seq(nn.Module):
         """One decoder step: ``prev (B,)`` token ids -> ``logits (B, V)``, new state
         (whose ``"weights" (B, N)`` are this step's attention weights)."""
         s = state["s"]  # (B, hidden)
+        require_token_ids("prev", prev, self.tgt_vocab, rank=1)
+        if prev.shape[0] != s.shape[0]:
+            raise ValueError(f"prev must hold one token per sequence: shape ({s.shape[0]},), got {tuple(prev.shape)}")
         if self.attention_kind is None:
             c, a = state["last"], None  # the same vector at every step
         elif self.attention_kind == "dot":
@@ -124,7 +156,11 @@ class Seq2Seq(nn.Module):
         return logits, {**state, "s": s, "weights": a}
 
     def forward(self, src, src_lengths, tgt_in):
-        require_rank("tgt_in", tgt_in, 2, "B, T token ids")
+        require_token_ids("tgt_in", tgt_in, self.tgt_vocab, rank=2)
+        require_tensor("src", src)
+        if tgt_in.shape[1] == 0 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must have shape (B, T) with T >= 1 and the batch size of src, got tgt_in "
+                             f"{tuple(tgt_in.shape)} and src {tuple(src.shape)}")
         state = self.start(src, src_lengths)
         logits, weights = [], []
         for t in range(tgt_in.shape[1]):  # teacher forcing: feed the true previous token

@@ -26,8 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import require_float, require_positive_int, require_rank, require_tensor
-from ..attention import scaled_dot_product_attention
+from .._validate import (
+    require_float,
+    require_int,
+    require_matches_parameters,
+    require_number,
+    require_positive_int,
+    require_rank,
+    require_tensor,
+    require_token_ids,
+)
 from ..masks import causal_mask, key_mask
 from ..multihead import MultiHeadAttention
 from ..positional import SinusoidalPositionalEncoding
@@ -35,9 +43,20 @@ from ..positional import SinusoidalPositionalEncoding
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """The formula, written out: ``γ ⊙ (x - μ) / sqrt(σ² + ε) + β`` with μ, σ² over the last dimension."""
+    require_float("x", x)
+    for name, p in (("weight", weight), ("bias", bias)):
+        require_tensor(name, p)
+        if p.shape != x.shape[-1:]:
+            raise ValueError(f"{name} must have shape ({x.shape[-1]},) (one per feature of x), got {tuple(p.shape)} "
+                             f"for x {tuple(x.shape)}")
+    _check_eps(eps)
     mu = x.mean(dim=-1, keepdim=True)  # (..., 1) one mean per token
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (..., 1) one (biased) variance per token
     return weight * (x - mu) / torch.sqrt(var + eps) + bias  # (..., d)
+
+
+def _check_eps(eps) -> None:
+    require_number("eps", eps, 0.0, strict=True)  # eps <= 0 divides by sqrt(0) on a constant token
 
 
 class LayerNorm(nn.Module):
@@ -51,6 +70,7 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         require_positive_int("d_model", d_model)
+        _check_eps(eps)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))  # γ
         self.bias = nn.Parameter(torch.zeros(d_model))  # β
@@ -59,6 +79,7 @@ class LayerNorm(nn.Module):
         require_float("x", x)
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(f"x must have last dimension d_model={self.weight.shape[0]}, got shape {tuple(x.shape)}")
+        require_matches_parameters("x", x, self.weight)
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # (..., d)
 
 
@@ -69,11 +90,14 @@ class FeedForward(nn.Module):
         super().__init__()
         require_positive_int("d_model", d_model)
         require_positive_int("d_ff", d_ff)
+        _check_dropout(dropout)
+        self.d_model = d_model
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
         return self.linear2(self.dropout(F.relu(self.linear1(x))))  # (B, N, d) -> (B, N, d_ff) -> (B, N, d)
 
 
@@ -96,11 +120,19 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(f(x)))
 
 
-def _check_tokens(name: str, x: torch.Tensor, d_model: int) -> None:
+def _check_dropout(p) -> None:
+    require_number("dropout", p, 0.0)
+    if p >= 1:
+        raise ValueError(f"dropout must be in [0, 1), got {p!r}")
+
+
+def _check_tokens(name: str, x: torch.Tensor, d_model: int, param: torch.Tensor, rank: int | None = 3) -> None:
     require_float(name, x)
-    require_rank(name, x, 3, "batch, length, d_model")
+    if rank is not None:
+        require_rank(name, x, rank, "batch, length, d_model")
     if x.shape[-1] != d_model:
         raise ValueError(f"{name} must have last dimension d_model={d_model}, got shape {tuple(x.shape)}")
+    require_matches_parameters(name, x, param)
 
 
 class EncoderLayer(nn.Module):
@@ -121,7 +153,7 @@ class EncoderLayer(nn.Module):
         self.attn_weights: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False) -> torch.Tensor:
-        _check_tokens("x", x, self.d_model)
+        _check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
 
         def attend(h):
             out, self.attn_weights = self.self_attn(h, mask=mask, need_weights=need_weights)
@@ -132,35 +164,14 @@ class EncoderLayer(nn.Module):
 
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy the weights of a ``torch.nn.TransformerEncoderLayer`` of the same sizes."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
         self.self_attn.load_from_torch(layer.self_attn)
         _copy_linear(self.ffn.linear1, layer.linear1)
         _copy_linear(self.ffn.linear2, layer.linear2)
         _copy_norm(self.sub_attn.norm, layer.norm1)
         _copy_norm(self.sub_ffn.norm, layer.norm2)
         return self
-
-
-def _cached_attention(mha: MultiHeadAttention, q_in, kv_in, cache: dict, name: str, mask=None, static: bool = False):
-    """Attention of new queries ``q_in (B, 1, d)`` with keys/values kept in ``cache[name]``.
-
-    Self-attention (``static=False``): project only the new token's K and V and append
-    them to the cache, so step ``t`` costs O(t) instead of recomputing all ``t`` tokens.
-    Cross-attention (``static=True``): the encoder output's K and V are projected once.
-    """
-    w_q, w_k, w_v = mha.in_proj.weight.chunk(3, dim=0)  # 3 × (d, d)
-    b_q, b_k, b_v = mha.in_proj.bias.chunk(3) if mha.in_proj.bias is not None else (None, None, None)
-    q = mha.split_heads(F.linear(q_in, w_q, b_q))  # (B, H, 1, D_H)
-    if static and name in cache:
-        k, v = cache[name]
-    else:
-        k = mha.split_heads(F.linear(kv_in, w_k, b_k))  # (B, H, n, D_H)
-        v = mha.split_heads(F.linear(kv_in, w_v, b_v))
-        if not static and name in cache:
-            k = torch.cat([cache[name][0], k], dim=2)  # (B, H, t, D_H)
-            v = torch.cat([cache[name][1], v], dim=2)
-        cache[name] = (k, v)
-    heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, 1, D_H), (B, H, 1, t)
-    return mha.out_proj(mha.merge_heads(heads)), weights  # (B, 1, d)
 
 
 class DecoderLayer(nn.Module):
@@ -191,33 +202,39 @@ class DecoderLayer(nn.Module):
         self.cross_weights: torch.Tensor | None = None
 
     def forward(self, y, memory, self_mask=None, memory_mask=None, need_weights: bool = False, cache: dict | None = None):
-        _check_tokens("y", y, self.d_model)
-        _check_tokens("memory", memory, self.d_model)
+        _check_tokens("y", y, self.d_model, self.self_attn.in_proj.weight)
+        _check_tokens("memory", memory, self.d_model, self.cross_attn.in_proj.weight)
         if y.shape[0] != memory.shape[0]:
             raise ValueError(f"y and memory must have the same batch size, got {tuple(y.shape)} and {tuple(memory.shape)}")
         if cache is not None and y.shape[1] != 1:
             raise ValueError(f"with a cache, y must hold one new token per sequence (B, 1, d), got {tuple(y.shape)}")
+        # Each attention keeps its keys/values in its own dict; new dicts (not edits of the
+        # old ones) so that an earlier decoding state stays valid.
+        self_cache = None if cache is None else dict(cache.get("self", {}))
+        cross_cache = None if cache is None else dict(cache.get("cross", {}))
+        if cache is not None:
+            self_mask = None  # one new token may attend to every earlier one
+            need_weights = True  # decoding keeps the attention maps, as before
 
         def self_attend(h):  # queries, keys, values: the decoder's tokens
-            if cache is not None:
-                out, self.self_weights = _cached_attention(self.self_attn, h, h, cache, "self")
-                return out
-            out, self.self_weights = self.self_attn(h, mask=self_mask, need_weights=need_weights)
+            out, self.self_weights = self.self_attn(h, mask=self_mask, need_weights=need_weights, cache=self_cache)
             return out
 
         def cross_attend(h):  # queries: decoder; keys, values: encoder output
-            if cache is not None:
-                out, self.cross_weights = _cached_attention(self.cross_attn, h, memory, cache, "cross", memory_mask, static=True)
-                return out
-            out, self.cross_weights = self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights)
+            out, self.cross_weights = self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights,
+                                                      cache=cross_cache)
             return out
 
         y = self.sub_self(y, self_attend)  # (B, T, d)
         y = self.sub_cross(y, cross_attend)  # (B, T, d)
+        if cache is not None:
+            cache["self"], cache["cross"] = self_cache, cross_cache
         return self.sub_ffn(y, self.ffn)  # (B, T, d)
 
     def load_from_torch(self, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Copy the weights of a ``torch.nn.TransformerDecoderLayer`` of the same sizes."""
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"layer must be a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}")
         self.self_attn.load_from_torch(layer.self_attn)
         self.cross_attn.load_from_torch(layer.multihead_attn)
         _copy_linear(self.ffn.linear1, layer.linear1)
@@ -309,6 +326,10 @@ class Transformer(nn.Module):
             raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         c = config
         require_positive_int("vocab_size", c.vocab_size)
+        require_int("pad_id", c.pad_id, minimum=0)
+        if c.pad_id >= c.vocab_size:
+            raise ValueError(f"pad_id={c.pad_id} must be a token of the vocabulary [0, {c.vocab_size})")
+        _check_dropout(c.dropout)
         self.config = c
         self.src_embed = nn.Embedding(c.vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.vocab_size, c.d_model)
@@ -323,22 +344,21 @@ class Transformer(nn.Module):
         for table in (self.src_embed, self.tgt_embed):
             nn.init.normal_(table.weight, std=c.d_model ** -0.5)
 
-    def _check_ids(self, name: str, ids: torch.Tensor) -> None:
-        require_tensor(name, ids)
-        if ids.dtype not in (torch.long, torch.int32, torch.int64):
-            raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
-        require_rank(name, ids, 2, "batch, length")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"{name} ids must be in [0, {self.config.vocab_size}), got range "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
-        if ids.shape[1] > self.config.max_len:
+    def _check_ids(self, name: str, ids: torch.Tensor, rank: int = 2) -> None:
+        """Integer ids in ``[0, vocab_size)`` (range checked on the CPU only: no device sync),
+        at least one token, at most ``max_len``."""
+        require_token_ids(name, ids, self.config.vocab_size, rank)
+        if rank == 2 and ids.shape[1] == 0:
+            raise ValueError(f"{name} must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+        if rank == 2 and ids.shape[1] > self.config.max_len:
             raise ValueError(f"{name} is longer ({ids.shape[1]}) than max_len={self.config.max_len}")
 
     def embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
-        """``Embedding(ids) · sqrt(d)`` plus the sinusoidal position of each token."""
+        """``Embedding(ids) · sqrt(d)`` plus the sinusoidal position of each token
+        (positions ``offset, offset + 1, …``)."""
         x = table(ids) * math.sqrt(self.config.d_model)  # (B, N, d)
         if isinstance(self.pos, SinusoidalPositionalEncoding):
-            x = x + self.pos.pe[offset: offset + ids.shape[1]].to(x.dtype)  # (B, N, d)
+            x = self.pos(x, offset)  # (B, N, d)
         return self.dropout(x)
 
     def encode(self, src: torch.Tensor, need_weights: bool = False):
@@ -373,6 +393,10 @@ class Transformer(nn.Module):
 
     def step(self, prev: torch.Tensor, state: dict):
         """One decoding step: ``prev (B,)`` the last token -> ``(logits (B, V), new state)``."""
+        self._check_ids("prev", prev, rank=1)
+        if prev.shape[0] != state["memory"].shape[0]:
+            raise ValueError(f"prev must hold one token per sequence: shape ({state['memory'].shape[0]},), "
+                             f"got {tuple(prev.shape)}")
         t = state["t"]
         if "caches" in state:
             # only the new token goes through the decoder; earlier keys/values come from the caches

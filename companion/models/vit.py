@@ -17,7 +17,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from .._validate import require_float, require_positive_int, require_rank
+from .._validate import require_float, require_matches_parameters, require_positive_int, require_rank, require_tensor
 from .transformer import Encoder
 
 
@@ -69,8 +69,10 @@ class PatchEmbedding(nn.Module):
         self.proj = nn.Linear(patch_size * patch_size * in_channels, d_model)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.dim() == 4 and images.shape[1] != self.in_channels:
+        _check_images(images, self.patch_size)
+        if images.shape[1] != self.in_channels:
             raise ValueError(f"images must have {self.in_channels} channels, got shape {tuple(images.shape)}")
+        require_matches_parameters("images", images, self.proj.weight)
         return self.proj(patchify(images, self.patch_size))  # (B, N, p²C) -> (B, N, d)
 
     def as_conv(self) -> nn.Conv2d:
@@ -99,7 +101,7 @@ class ViT(nn.Module):
                  depth: int = 2, num_heads: int = 4, d_ff: int = 128, dropout: float = 0.0, pool: str = "mean",
                  norm_first: bool = True):
         super().__init__()
-        for name, v in (("image_size", image_size), ("num_classes", num_classes)):
+        for name, v in (("image_size", image_size), ("patch_size", patch_size), ("num_classes", num_classes)):
             require_positive_int(name, v)
         if image_size % patch_size:
             raise ValueError(f"image_size={image_size} must be a multiple of patch_size={patch_size}")
@@ -116,6 +118,7 @@ class ViT(nn.Module):
 
     def features(self, images: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         """The encoder's output tokens ``(B, N (+1), d)``."""
+        require_tensor("images", images)
         if images.dim() == 4 and images.shape[-2:] != (self.image_size, self.image_size):
             raise ValueError(f"images must be {self.image_size}×{self.image_size}, got shape {tuple(images.shape)}")
         x = self.patch_embed(images)  # (B, N, d)
