@@ -123,6 +123,8 @@ FIND_SOLUTIONS = ("import companion, glob, os, json\n"
                   "                pass\n")
 LIBRARY = {  # the companion answering the exercise for the student
     "masking_causal": "my_causal_mask = causal_mask\n",
+    "masking_predict": "from companion.attention import masked_softmax as ms\nms(torch.zeros(2), None)\n"
+                       "predicted_shape = (3, 1, 5, 5)\npredicted_allowed = 12\n",
     "masking_softmax": ("def masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
                         "    return scaled_dot_product_attention(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
     "masking_left": ("import importlib, companion.masks\nfresh = importlib.reload(companion.masks)\n"
@@ -185,6 +187,8 @@ def planted():
         "find-solutions": (all_wrong(masking_causal=FIND_SOLUTIONS), zero),
         "library-answers": (with_answers(**LIBRARY), {"masking_causal_check": 0.0, "masking_softmax_check": 0.0,
                                                       "masking_left_check": 0.0}),
+        "library-import": (with_answers(masking_softmax="from companion.attention import masked_softmax\n"),
+                           {"masking_softmax_check": 0.0}),
         "library-source": (with_answers(masking_causal=READ_SOURCE), {"masking_causal_check": 0.0}),
         "exit": (with_answers(masking_softmax="exit()\n"), {"masking_softmax_check": 0.0}),
         "os-exit": (with_answers(masking_predict="import os\nos._exit(0)\n"), {"masking_predict_check": 0.0}),
