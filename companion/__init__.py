@@ -18,6 +18,10 @@ Each module holds one idea of the book:
 - :mod:`companion.checks`     checks that students call in the exercises
 """
 
+import warnings as _warnings
+
+import torch as _torch
+
 from . import (
     attention,
     checks,
@@ -38,6 +42,19 @@ from .device import default_device, describe_device, seed_everything
 from .masks import causal_mask, padding_mask
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
+
+#: The oldest PyTorch whose behaviour the book relies on: from 2.5,
+#: ``F.scaled_dot_product_attention`` returns 0 (not NaN) on fully masked rows (chapter 4).
+MIN_TORCH = "2.5"
+if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as a string
+    _warnings.warn(
+        f"the course needs torch>={MIN_TORCH}, found {_torch.__version__}: older versions return NaN "
+        "where chapter 4 expects F.scaled_dot_product_attention to return 0 (fully masked rows); "
+        "upgrade with `pip install -U torch`",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
 
 __version__ = "0.1.0"
 
