@@ -155,7 +155,10 @@ class Sandbox:
                 continue
             chunk = os.read(fd, min(n - got, 1 << 20))
             if not chunk:
-                code = self.proc.poll()
+                try:
+                    code = self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    code = None
                 why = "killed for using too much CPU time" if code == -signal.SIGXCPU else \
                     "killed for writing too much output" if code == -signal.SIGXFSZ else \
                     f"the student's process ended (exit code {code})" if code is not None else \

@@ -123,8 +123,10 @@ FIND_SOLUTIONS = ("import companion, glob, os, json\n"
                   "                pass\n")
 LIBRARY = {  # the companion answering the exercise for the student
     "masking_causal": "my_causal_mask = causal_mask\n",
+    # allowed here: a function is not allowed only in the exercise that asks for it
     "masking_predict": "from companion.attention import masked_softmax as ms\nms(torch.zeros(2), None)\n"
-                       "predicted_shape = (3, 1, 5, 5)\npredicted_allowed = 12\n",
+                       "n, L = max(ex_v.lengths), ex_v.lengths[1]\npredicted_shape = (len(ex_v.lengths), 1, n, n)\n"
+                       "predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n",
     "masking_softmax": ("def masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
                         "    return scaled_dot_product_attention(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
     "masking_left": ("import importlib, companion.masks\nfresh = importlib.reload(companion.masks)\n"
