@@ -74,6 +74,15 @@ def grade_task(task) -> list[dict]:
     return rows
 
 
+def failed_rows(task, why: str) -> list[dict]:
+    student, chapter = task[0], task[1]
+    exercises = read_chapter(course.NOTEBOOKS / f"{chapter}.ipynb").exercises
+    rows = [{"student": student, "chapter": chapter, "cell": e.check_id, "score": 0.0, "max_score": e.points,
+             "status": why} for e in exercises]
+    return rows + [{"student": student, "chapter": chapter, "cell": "TOTAL", "score": 0.0,
+                    "max_score": sum(e.points for e in exercises), "status": why}]
+
+
 def autograde(submissions: Path, chapters: list[str] | None = None, timeout: float = 30.0, jobs: int = 1,
               isolate: bool = True, keep: Path | None = None) -> list[dict]:
     """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
@@ -94,7 +103,13 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
                  for s in students for ch in graded]
         if jobs > 1:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                per_task = list(pool.map(grade_task, tasks))
+                futures = [pool.submit(grade_task, t) for t in tasks]
+                per_task = []
+                for task, future in zip(tasks, futures, strict=True):
+                    try:
+                        per_task.append(future.result())
+                    except Exception as err:  # noqa: BLE001 (a worker that died: this submission's rows say so)
+                        per_task.append(failed_rows(task, f"grader error: {type(err).__name__}: {err}"))
         else:
             per_task = [grade_task(t) for t in tasks]
     finally:
