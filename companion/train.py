@@ -61,7 +61,7 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) 
 def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence[torch.Tensor], *, steps: int,
           batch_size: int = 64, lr: float = 3e-3, seed: int = 0, device: torch.device | str | None = None,
           clip: float | None = 1.0, log_every: int = 50, progress: bool = True, desc: str = "training",
-          params=None, warmup: int = 0, compile_model: bool = False) -> History:
+          params=None, warmup: int = 0, compile_model: bool | str = False) -> History:
     """Train ``model`` for ``steps`` minibatch steps of Adam.
 
     ``data`` is a sequence of tensors with the same first dimension (examples);
@@ -70,9 +70,11 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     ``params`` restricts what is optimised (default: all of ``model``).
     ``warmup``: the learning rate grows linearly from ``lr / warmup`` to ``lr`` over the
     first ``warmup`` steps, then stays (0: constant). On CUDA the forward pass runs
-    under bf16 autocast. ``compile_model=True`` trains through ``torch.compile(model)``
-    (it shares the model's parameters): worth it on a GPU for long runs, off by default
-    because compiling takes longer than the CPU-scale runs of the chapters.
+    under autocast (:func:`mixed_precision`: bfloat16 where the GPU has it, else float16 with a
+    gradient scaler). ``compile_model=True`` (or a mode such as ``"reduce-overhead"``, CUDA
+    graphs) trains through ``torch.compile(model)`` (it shares the model's parameters): worth it
+    on a GPU for long runs, off by default because compiling takes longer than the CPU-scale
+    runs of the chapters.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -99,12 +101,21 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
         raise ValueError(f"data holds no examples (first dimension 0), got shapes {[tuple(x.shape) for x in data]}")
     device = _device(device)
     model.to(device)
-    step_model = torch.compile(model) if compile_model else model
+    if compile_model not in (False, True, "default", "reduce-overhead", "max-autotune"):
+        raise ValueError(f"compile_model must be False, True or a torch.compile mode ('reduce-overhead', "
+                         f"'max-autotune'), got {compile_model!r}")
+    if compile_model:
+        step_model = torch.compile(model, mode=None if compile_model is True else compile_model)
+    else:
+        step_model = model
     data = [x.to(device) for x in data]  # once
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters() if params is None else params, lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    amp_dtype = mixed_precision(device)
+    autocast = torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
+    # float16 needs its loss scaled so that small gradients do not underflow; bfloat16 does not
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     history = History()
     running = torch.zeros((), device=device)
     order, pos = torch.randperm(n, generator=g).to(device), 0
@@ -122,10 +133,12 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
             raise ValueError(f"loss_fn must return a scalar tensor that depends on the model's parameters, got "
                              f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()  # as loss.backward() when the scaler is off
         if clip is not None:
+            scaler.unscale_(opt)  # clip the true gradients, not the scaled ones
             nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
+        scaler.step(opt)  # skips the step if a scaled gradient overflowed
+        scaler.update()
         sched.step()
         running += loss.detach()
         if step % log_every == 0 or step == steps:
@@ -138,6 +151,17 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def mixed_precision(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for training on ``device``: bfloat16 on a CUDA GPU of compute
+    capability 8.0 or newer (A100, H100), float16 on an older one (Colab's T4, 7.5), None
+    (full float32) elsewhere."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
 
 
 def _device(device) -> torch.device:

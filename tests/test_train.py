@@ -71,8 +71,8 @@ def test_compile_model_trains_through_torch_compile(monkeypatch):
 
     compiled = []
 
-    def fake_compile(model):  # stands in for torch.compile: records the call, returns the model
-        compiled.append(model)
+    def fake_compile(model, mode=None):  # stands in for torch.compile: records the call, returns the model
+        compiled.append((model, mode))
         return model
 
     monkeypatch.setattr(train_module.torch, "compile", fake_compile)
@@ -80,7 +80,11 @@ def test_compile_model_trains_through_torch_compile(monkeypatch):
     x, y = torch.randn(64, 3), torch.randn(64, 1)
     train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=5, batch_size=16,
                        device="cpu", progress=False, compile_model=True)
-    assert compiled == [model]
+    assert compiled == [(model, None)]
+    compiled.clear()
+    train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=1, batch_size=16,
+                       device="cpu", progress=False, compile_model="reduce-overhead")
+    assert compiled == [(model, "reduce-overhead")]  # CUDA graphs on a GPU
     compiled.clear()
     train_module.train(model, lambda m, a, b: ((m(a) - b) ** 2).mean(), (x, y), steps=2, batch_size=16,
                        device="cpu", progress=False)
@@ -168,3 +172,22 @@ def test_evaluation_helpers_refuse_empty_input():
         predict(lambda x: x, torch.zeros(0, 3))
     with pytest.raises(TypeError, match="predict needs at least one input tensor"):
         predict(lambda x: x)
+
+
+def test_mixed_precision_follows_the_gpu(monkeypatch):
+    """bfloat16 from compute capability 8.0 (A100, H100), float16 with a scaler on a T4 (7.5), none on the CPU."""
+    from companion.train import mixed_precision
+
+    assert mixed_precision(torch.device("cpu")) is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert mixed_precision(torch.device("cuda")) == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert mixed_precision(torch.device("cuda")) == torch.float16
+
+
+def test_compile_model_takes_a_mode_and_refuses_others():
+    model = torch.nn.Linear(2, 1)
+    data = [torch.randn(8, 2), torch.randn(8, 1)]
+    with pytest.raises(ValueError, match="compile_model"):
+        train(model, lambda m, x, y: (m(x) - y).pow(2).mean(), data, steps=1, device="cpu", progress=False,
+              compile_model="fastest")
