@@ -16,7 +16,6 @@ instructor's files in reach.
 from __future__ import annotations
 
 import ast
-import io
 import os
 import resource
 import select
@@ -30,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
-import torch
+
+from . import wire
 
 RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
 MAX_REPLY = 64 * 2**20  # bytes in one reply from the sandbox
@@ -101,6 +101,7 @@ def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolat
         if str(real).startswith(path.rstrip("/") + "/"):  # an installed (not editable) companion
             cmd += ["--ro-bind", str(course_dir / "companion"), str(real)]
     cmd += ["--ro-bind", str(course_dir), "/course", "--ro-bind", str(RUNNER), "/grader/runner.py",
+            "--ro-bind", str(RUNNER.with_name("wire.py")), "/grader/wire.py",
             "--chdir", "/tmp", *python, "/grader/runner.py"]
     return cmd
 
@@ -169,7 +170,7 @@ class Sandbox:
         return b"".join(chunks)
 
     def receive(self):
-        """The next reply, read as data only (``torch.load(weights_only=True)``)."""
+        """The next reply, read as plain data only (:mod:`teaching.wire`: no pickle)."""
         if self.dead:
             raise AnswerError(self.dead)
         deadline = min(time.monotonic() + self.limits.seconds, self.end)
@@ -178,9 +179,9 @@ class Sandbox:
             self._die(f"a reply of {n:,} bytes (more than {MAX_REPLY:,})")
         payload = self._read_exact(n, deadline)
         try:
-            reply = torch.load(io.BytesIO(payload), weights_only=True)
-        except Exception as err:  # noqa: BLE001 (anything that is not plain data)
-            self._die(f"an unreadable reply ({type(err).__name__})")
+            reply = wire.decode(payload)
+        except wire.WireError as err:
+            self._die(f"an unreadable reply ({err})")
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self._die("a malformed reply")
         return reply

@@ -3,9 +3,9 @@
 It executes the chapter's parameters and setup cells and the student's answer cells, then
 answers requests from the grader over its standard input and output: "call your function
 ``attend`` with these arguments", "what is the attribute ``w`` of that object". Every reply
-is data written with ``torch.save`` (tensors, numbers, strings, tuples, lists, dicts), which
-the grader reads with ``torch.load(weights_only=True)``; anything else stays here and the
-grader gets a handle to it. This file never decides a grade: the grader runs the checks in
+is plain data in the format of ``wire.py`` (tensors, numbers, strings, tuples, lists, dicts:
+no pickle, nothing that can carry code); anything else stays here and the grader gets a handle
+to it. This file never decides a grade: the grader runs the checks in
 its own process, on the values this process sends. Whatever the student's code does here
 (patch ``companion.checks``, rebind ``torch``, ``exit()``, loop) changes only what this
 process answers, never how the answer is judged.
@@ -14,13 +14,11 @@ Standard library and torch only: the ``teaching`` package is not visible in the 
 Frames: 8-byte big-endian length, then the payload.
 """
 
-import io
 import os
 import pickle
 import struct
 import sys
 import traceback
-import types
 
 MAX_FRAME = 256 * 2**20
 
@@ -66,18 +64,8 @@ def main() -> None:
 
     import torch  # noqa: PLC0415 (after the redirection, so its warnings go to the log)
 
-    def is_data(x, depth=0) -> bool:
-        if depth > 20:
-            return False
-        if x is None or type(x) in (bool, int, float, complex, str, bytes, torch.Size, torch.dtype):
-            return True
-        if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
-            return True
-        if type(x) in (tuple, list):
-            return all(is_data(v, depth + 1) for v in x)
-        if type(x) is dict:
-            return all(type(k) in (str, int) and is_data(v, depth + 1) for k, v in x.items())
-        return False
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import wire  # noqa: PLC0415 (beside this file: plain data only, no pickle)
 
     def to_data(x, depth=0):
         """Plain data the grader can read: numpy scalars and arrays become Python numbers and
@@ -100,22 +88,19 @@ def main() -> None:
     handles: dict[int, object] = {}
 
     def encode(x):
-        """("value", data) when x is plain data the grader can read, else ("handle", id, type
-        name, callable) for an object that stays here."""
+        """("value", data) when x is plain data (the grader reads it with wire.decode), else
+        ("handle", id, type name, callable) for an object that stays here."""
         x = to_data(x)
-        if is_data(x):
-            try:
-                torch.save(x, io.BytesIO())  # fails on what the grader could not load either
-                return ("value", x)
-            except Exception:  # noqa: BLE001, S110 (falls through to a handle)
-                pass
+        try:
+            wire.encode(x)
+            return ("value", x)
+        except Exception:  # noqa: BLE001, S110 (not plain data: kept here, behind a handle)
+            pass
         handles[len(handles) + 1] = x
         return ("handle", len(handles), type(x).__name__, callable(x))
 
     def reply(obj) -> None:
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        write_frame(proto_out, buf.getvalue())
+        write_frame(proto_out, wire.encode(obj))
 
     # Not allowed in this exercise: torch functions that would answer it. (The companion's
     # own are replaced in the copy of the package this process imports.)
@@ -155,8 +140,7 @@ def main() -> None:
     for name in job["names"]:
         if name not in ns:
             names[name] = ("missing",)
-        elif isinstance(ns[name], (types.FunctionType, types.BuiltinFunctionType, type)) or (
-                callable(ns[name]) and not is_data(to_data(ns[name]))):
+        elif callable(ns[name]):
             names[name] = ("callable",)
         else:
             names[name] = encode(ns[name])

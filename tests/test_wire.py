@@ -1,0 +1,53 @@
+"""The sandbox-to-grader format: plain data round-trips, and nothing else gets through."""
+
+import json
+import struct
+
+import pytest
+import torch
+
+from teaching.wire import WireError, decode, encode
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2**70, 2.5, float("nan"), float("-inf"), 1 + 2j, "héllo", [1, (2, "x")], {"a": [None]},
+    torch.Size([2, 3]), torch.float16, torch.arange(6.0).reshape(2, 3), torch.tensor([True, False]),
+    torch.zeros(0, 4), torch.tensor(7, dtype=torch.int64), torch.randn(3, dtype=torch.bfloat16),
+    torch.randn(2, 2, dtype=torch.complex64), torch.arange(10)[::3], (torch.ones(2), {"w": torch.eye(2)}),
+])
+def test_plain_data_round_trips(value):
+    out = decode(encode(value))
+    if isinstance(value, float) and value != value:
+        assert out != out
+    elif isinstance(value, torch.Tensor):
+        assert out.dtype == value.dtype and out.shape == value.shape and torch.equal(out, value)
+    elif isinstance(value, tuple) and isinstance(value[0], torch.Tensor):
+        assert torch.equal(out[0], value[0]) and torch.equal(out[1]["w"], value[1]["w"])
+    else:
+        assert out == value and type(out) is type(value)
+
+
+@pytest.mark.parametrize("value", [object(), lambda: 1, torch.nn.Linear(2, 2), {1: "int key"}, b"bytes",
+                                   torch.zeros(2).to_sparse(), type("T", (torch.Tensor,), {})(), range(3)])
+def test_anything_else_is_refused_when_sent(value):
+    with pytest.raises(TypeError):
+        encode(value)
+
+
+def message(header, body=b""):
+    h = json.dumps(header).encode()
+    return struct.pack(">Q", len(h)) + h + body
+
+
+@pytest.mark.parametrize("bad", [
+    b"short", struct.pack(">Q", 10**9) + b"{}", message({"$": "pickle", "v": "cos\nsystem\n"}),
+    message({"$": "tensor", "dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16}, b"\0" * 8),
+    message({"$": "tensor", "dtype": "float32", "shape": [4], "offset": 0, "nbytes": 8}, b"\0" * 8),
+    message({"$": "tensor", "dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}, b"\0" * 8),
+    message({"$": "tensor", "dtype": "float32", "shape": [-1], "offset": 0, "nbytes": 0}),
+    message({"$": "tensor", "dtype": "float32", "shape": [1], "offset": -4, "nbytes": 4}, b"\0" * 8),
+    message({"$": "dtype", "v": "os.system"}), message({"$": "bigint", "v": "1e999"}),
+])
+def test_malformed_messages_are_refused_when_read(bad):
+    with pytest.raises(WireError):
+        decode(bad)
