@@ -79,6 +79,41 @@ def book_links_to_relative(text: str, url: str) -> str:
                   lambda m: f"](../book/{m.group(1)}.md{m.group(2) or ''})", text)
 
 
+CITE = re.compile(r"\{cite(?::[pt])?\}`([^`]+)`")
+
+
+def citation_names(bib: Path) -> dict[str, str]:
+    """{key: "Author, year"} for every entry of a .bib file (author-year, as the book cites)."""
+    from pybtex.database import parse_file
+    from pybtex.richtext import Text
+
+    names = {}
+    for key, entry in parse_file(str(bib)).entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        last = [Text.from_latex(" ".join(p.last_names)).render_as("text") for p in people]  # Veli\\v{c}kovi\\'c -> Veličković
+        who = last[0] if len(last) == 1 else " and ".join(last) if len(last) == 2 else f"{last[0]} et al."
+        names[key] = f"{who}, {entry.fields.get('year', 'n.d.')}".replace("{", "").replace("}", "")
+    return names
+
+
+def plain_citations(text: str, url: str, names: dict[str, str]) -> str:
+    """``{cite}`a,b``` -> ``([A, 2017](URL/book/references.html#cite-a); [B, 2015](...))``."""
+    def one(m):
+        keys = [k.strip() for k in m.group(1).split(",")]
+        missing = [k for k in keys if k not in names]
+        if missing:
+            raise ValueError(f"citation keys not in the bibliography: {missing}")
+        return "(" + "; ".join(f"[{names[k]}]({url}/book/references.html#cite-{k})" for k in keys) + ")"
+    return CITE.sub(one, text)
+
+
+def myst_citations(text: str, url: str) -> str:
+    """The inverse of :func:`plain_citations`, for the book."""
+    link = rf"\[[^\]]+\]\({re.escape(url)}/book/references\.html#cite-([\w-]+)\)"
+    return re.sub(rf"\(({link}(?:; {link})*)\)",
+                  lambda m: "{cite}`" + ",".join(re.findall(link, m.group(1))) + "`", text)
+
+
 # --- helpers on cells (dicts as nbformat gives them) ---------------------------------------------
 
 def _source(cell) -> str:
@@ -119,10 +154,15 @@ def _unwrap_answer(text: str) -> str:
 
 # --- MyST -> plain (the stored form) ----------------------------------------------------------------
 
-def to_plain(nb, url: str) -> int:
+def to_plain(nb, url: str, prose: dict[str, str] | None = None) -> int:
     """Convert a notebook's *Exercises* section to the plain form, in place; returns the number
-    of exercises converted. Idempotent: a plain section only gets its fold metadata (again)."""
+    of exercises converted. Idempotent: a plain section only gets its fold metadata (again).
+    With ``prose`` (the :func:`citation_names` of the bibliography), the chapter's other
+    Markdown cells get plain citations and absolute links to the book too."""
     cells, start = nb.cells, exercises_start(nb.cells)
+    for cell in cells if prose is not None else []:
+        if cell.cell_type == "markdown":
+            cell.source = plain_citations(relative_links_to_book(_source(cell), url), url, prose)
     if start is None:
         return 0
     out, converted, number, i = cells[:start], 0, 0, start
@@ -198,18 +238,17 @@ def unfold_for_students(nb) -> int:
 def to_myst(data: dict, url: str, hide_solutions: bool = False) -> dict:
     """The book's view of a plain notebook (a JSON dict): exercise directives with gated
     dropdown solutions, relative links; with ``hide_solutions``, no solutions at all."""
-    cells = data["cells"]
+    cells = [dict(c, source=book_links_to_relative(myst_citations(_source(c), url), url))
+             if c["cell_type"] == "markdown" else c for c in data["cells"]]
     start = exercises_start(cells)
     if start is None:
-        return data
+        return dict(data, cells=cells)
     regions = dict(solution_regions(cells))
     out, i = cells[:start], start
     while i < len(cells):
         cell = cells[i]
         meta = cell.get("metadata", {})
         text = _source(cell)
-        if cell["cell_type"] == "markdown":
-            text = book_links_to_relative(text, url)
         label = meta.get("exercise", {}).get("label")
         if label:
             m = PLAIN_TITLE.match(text)
@@ -251,8 +290,6 @@ def _source_read(app, docname, source):
     if not app.env.doc2path(docname).endswith(".ipynb"):
         return
     data = json.loads(source[0])
-    if exercises_start(data["cells"]) is None:
-        return
     url = book_url({"html": {"baseurl": app.config.exercise_markdown_book_url}} if app.config.exercise_markdown_book_url
                    else read_config(Path(app.srcdir)))
     hide = bool(getattr(app.config, "hide_solutions", False))
