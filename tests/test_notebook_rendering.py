@@ -306,3 +306,16 @@ def test_student_edition_has_open_answer_cells(tmp_path):
     assert any("YOUR CODE HERE" in source(c) for c in cs), "not a student edition"
     assert not [c for c in cs if "solution" in c["metadata"].get("exercise", {})], "a 'Solution (folded)' cue"
     assert not [c for c in cs if c["metadata"].get("jupyter", {}).get("source_hidden")], "a folded answer cell"
+
+
+def test_plain_citations_land_on_their_entry():
+    """The references page gives each entry the id the plain citations link to (#cite-KEY)."""
+    config = em.read_config(ROOT)
+    assert config["sphinx"]["config"].get("bibtex_cite_id") == "cite-{key}"
+    names = em.citation_names(ROOT / "book" / "references.bib")
+    text = em.plain_citations("as {cite}`vaswani2017attention` showed", URL, names)
+    assert text == f"as ([Vaswani et al., 2017]({URL}/book/references.html#cite-vaswani2017attention)) showed"
+    assert em.myst_citations(text, URL) == "as {cite}`vaswani2017attention` showed"
+    two = em.plain_citations("{cite}`vaswani2017attention,xiong2020layer`", URL, names)
+    assert em.myst_citations(two, URL) == "{cite}`vaswani2017attention,xiong2020layer`"
+    assert "Veličković et al., 2018" in names.values()

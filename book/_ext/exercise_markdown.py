@@ -287,7 +287,7 @@ def _without_folds(meta: dict) -> dict:
 # --- the Sphinx extension ---------------------------------------------------------------------------
 
 def _source_read(app, docname, source):
-    if not app.env.doc2path(docname).endswith(".ipynb"):
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
         return
     data = json.loads(source[0])
     url = book_url({"html": {"baseurl": app.config.exercise_markdown_book_url}} if app.config.exercise_markdown_book_url
