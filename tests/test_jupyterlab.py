@@ -51,6 +51,10 @@ def lab(tmp_path_factory):
     settings.mkdir(parents=True)  # no "news?" toast over the screenshots
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
                                                                             "checkForUpdates": False}))
+    docmanager = home / "settings" / "@jupyterlab" / "docmanager-extension"
+    docmanager.mkdir(parents=True)  # unfolding a cell edits its metadata: never save the chapter
+    (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
+    before = {p: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
     port = free_port()
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -81,6 +85,8 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+        changed = [p.name for p, data in before.items() if p.read_bytes() != data]
+        assert not changed, f"the JupyterLab session changed {changed}"
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +130,9 @@ def exercise_state(browser):
     return browser.execute_script(FIND)
 
 
-def test_an_exercise_in_jupyterlab(lab, browser):
-    browser.get(f"{lab}/lab/tree/{CHAPTER}.ipynb")
+def open_first_exercise(browser, url):
+    """Open a notebook page, scroll to exercise 1, wait for it to render; its state."""
+    browser.get(url)
     WebDriverWait(browser, 120).until(lambda d: d.execute_script(
         "return document.querySelectorAll('.jp-Notebook .jp-Cell').length") > 20)
     # bring the Exercises section into view (JupyterLab renders cells as they come into view)
@@ -149,6 +156,11 @@ def test_an_exercise_in_jupyterlab(lab, browser):
             if (t) t.scrollIntoView({block: 'start'});
             else document.querySelector('.jp-WindowedPanel-outer, .jp-Notebook').scrollBy(0, 200);""")
         time.sleep(0.5)
+    return state
+
+
+def test_an_exercise_in_jupyterlab(lab, browser):
+    state = open_first_exercise(browser, f"{lab}/lab/tree/{CHAPTER}.ipynb")
     assert state, "no rendered 'Exercise 1:' title in the notebook"
     assert state["title"] == "Exercise 1: A causal mask by hand"
     for raw in ["{exercise}", ":label:", "{solution", "```"]:
@@ -167,12 +179,16 @@ def test_an_exercise_in_jupyterlab(lab, browser):
     browser.save_screenshot(str(SCREENSHOTS / f"jupyterlab_{CHAPTER}_exercise_folded.png"))
 
     # the cue's ⋯: a click opens the solution
-    browser.execute_script("""
+    click = """
         const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
         const i = cells.findIndex(c => [...c.querySelectorAll('.jp-RenderedMarkdown strong')]
             .some(s => s.textContent.startsWith('Exercise 1:')));
-        cells[i + 2].querySelector('.jp-InputPlaceholder, .jp-Placeholder').click();""")
-    WebDriverWait(browser, 20).until(lambda d: exercise_state(d)["codeShown"])
+        const placeholder = i >= 0 && cells[i + 2] && cells[i + 2].querySelector('.jp-InputPlaceholder, .jp-Placeholder');
+        if (!placeholder) return false;
+        placeholder.click();
+        return true;"""
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(click))
+    WebDriverWait(browser, 30).until(lambda d: (exercise_state(d) or {}).get("codeShown"))
     state = exercise_state(browser)
     assert "i[None, :] <= i[:, None]" in state["code"], state["code"]
     time.sleep(1)
@@ -191,3 +207,12 @@ def test_the_exercises_link_the_published_book(lab, browser):
     teaching = [h for h in hrefs if h.endswith("/book/teaching.html")]
     assert teaching and all(h.startswith("https://") for h in teaching), hrefs
     assert not [h for h in hrefs if "/book/teaching.md" in h], "a link to ../book/ that JupyterLab cannot reach"
+
+
+def test_an_exercise_in_notebook_7(lab, browser):
+    """The same chapter in Notebook 7's interface (same server): title rendered, solution folded."""
+    state = open_first_exercise(browser, f"{lab}/notebooks/{CHAPTER}.ipynb")
+    assert state and state["title"] == "Exercise 1: A causal mask by hand" and state["math"] > 0
+    assert "Solution" in state["cue"] and state["placeholder"] and not state["codeShown"], state
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / f"notebook7_{CHAPTER}_exercise_folded.png"))
