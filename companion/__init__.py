@@ -15,6 +15,7 @@ Each module holds one idea of the book:
 - :mod:`companion.train`      one training loop, evaluation helpers
 - :mod:`companion.decoding`   greedy decoding and beam search through a step function
 - :mod:`companion.profiling`  timing and memory measurements
+- :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
 """
 
@@ -34,6 +35,7 @@ from . import (
     plotting,
     positional,
     profiling,
+    progress,
     selfattention,
     train,
 )
@@ -60,7 +62,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
-    "profiling", "selfattention", "train",
+    "profiling", "progress", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
     "seed_everything", "sinusoidal_encoding",

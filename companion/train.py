@@ -1,9 +1,9 @@
 """One training loop for every model of the course, and evaluation helpers.
 
 ``train`` moves the model and the data to the device once, shuffles with a
-seeded generator, steps Adam, clips gradients, and shows a ``tqdm`` bar. The
-loss is read back to the CPU (``.item()``, a device sync) only every
-``log_every`` steps.
+seeded generator, steps Adam, clips gradients, and shows a progress bar
+(``companion.progress``: a widget in Jupyter, plain text without ipywidgets). The loss
+is read back to the CPU (``.item()``, a device sync) only every ``log_every`` steps.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from ._validate import require_float, require_int, require_number, require_positive_int, require_seed, require_tensor
 from .device import default_device
+from .progress import tqdm
 
 
 @dataclass

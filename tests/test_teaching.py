@@ -106,6 +106,17 @@ def cells(chapter):
     return json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]
 
 
+def book_cells(chapter):
+    """The chapter as the book reads it: the stored plain-Markdown exercises turned into
+    sphinx-exercise's directives by book/_ext/exercise_markdown.py (tests/test_notebook_rendering.py
+    checks the stored form)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import exercise_markdown
+
+    data = json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())
+    return exercise_markdown.to_myst(data, exercise_markdown.book_url(exercise_markdown.read_config(ROOT)))["cells"]
+
+
 def source(cell):
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
@@ -123,7 +134,7 @@ def test_the_chapters_with_exercises():
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_exercise_format(chapter):
-    cs = cells(chapter)
+    cs = book_cells(chapter)
     text = [source(c) for c in cs]
     labels = [m for t in text for m in re.findall(r"```\{exercise\}.*\n:label: (\S+)", t)]
     assert 3 <= len(labels) <= 6, f"{chapter}: {len(labels)} exercises, expected 3 to 6"
