@@ -76,6 +76,19 @@ def nbgrader(args: list[str], course: Path, env: dict | None = None) -> None:
         raise RuntimeError(f"nbgrader could not load {course / 'nbgrader_config.py'}:\n{result.stderr}")
 
 
+def unfold_answer_cells(src: Path, dest: Path) -> None:
+    """The student edition as students need it: the answer cells (nbgrader's stubs) open, with
+    no "Solution (folded)" cue before them (the book's notebooks fold their solutions)."""
+    import nbformat  # noqa: PLC0415
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import exercise_markdown  # noqa: PLC0415
+
+    nb = nbformat.read(src, as_version=4)
+    exercise_markdown.unfold_for_students(nb)
+    nbformat.write(nb, dest)
+
+
 def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = False) -> list[Path]:
     """The student edition of ``chapters`` (solutions replaced by stubs, hidden tests removed,
     made by ``nbgrader generate_assignment``), written to ``out/<chapter>.ipynb``."""
@@ -84,6 +97,6 @@ def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = Fal
     written = []
     for ch in chapters:
         nbgrader(["generate_assignment", ch, "--force", *([] if db else ["--no-db"])], course)
-        shutil.copy(course / "release" / ch / f"{ch}.ipynb", out / f"{ch}.ipynb")
+        unfold_answer_cells(course / "release" / ch / f"{ch}.ipynb", out / f"{ch}.ipynb")
         written.append(out / f"{ch}.ipynb")
     return written

@@ -294,8 +294,6 @@ def test_unfold_for_students():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None, reason="needs nbgrader (pip install -e '.[teach]')")
-@pytest.mark.xfail(strict=True, reason="teaching/ (another branch's) must call exercise_markdown.unfold_for_students "
-                   "on nbgrader's output in teaching/course.py generate_student_notebooks; then remove this mark")
 def test_student_edition_has_open_answer_cells(tmp_path):
     """In a handout the answer cells hold nbgrader's stubs: open, with no 'Solution (folded)' cue."""
     sys.path.insert(0, str(ROOT))
