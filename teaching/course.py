@@ -89,7 +89,7 @@ def unfold_answer_cells(src: Path, dest: Path) -> None:
     nbformat.write(nb, dest)
 
 
-def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = False) -> list[Path]:
+def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = False, unfold: bool = True) -> list[Path]:
     """The student edition of ``chapters`` (solutions replaced by stubs, hidden tests removed,
     made by ``nbgrader generate_assignment``), written to ``out/<chapter>.ipynb``."""
     make_course(course, chapters)
@@ -97,6 +97,10 @@ def generate_student_notebooks(chapters, out: Path, course: Path, db: bool = Fal
     written = []
     for ch in chapters:
         nbgrader(["generate_assignment", ch, "--force", *([] if db else ["--no-db"])], course)
-        unfold_answer_cells(course / "release" / ch / f"{ch}.ipynb", out / f"{ch}.ipynb")
+        release = course / "release" / ch / f"{ch}.ipynb"
+        if unfold:  # a handout; the student book (unfold=False) needs the cues to leave the stubs out
+            unfold_answer_cells(release, out / f"{ch}.ipynb")
+        else:
+            shutil.copy(release, out / f"{ch}.ipynb")
         written.append(out / f"{ch}.ipynb")
     return written

@@ -100,7 +100,8 @@ def build(out: Path, warnings_as_errors: bool = False) -> Path:
                 (src / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(path, src / path.relative_to(ROOT))
     with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
-        for notebook in course.generate_student_notebooks(course.all_chapters(), src / "notebooks", Path(tmp)):
+        for notebook in course.generate_student_notebooks(course.all_chapters(), src / "notebooks", Path(tmp),
+                                                              unfold=False):
             drop_gated_solutions(notebook)
     html = out / "_build" / "html"
     if html.exists():
