@@ -210,3 +210,17 @@ def word_objects(targets: torch.Tensor, vocab: Vocab = CAPTION_VOCAB) -> tuple[t
     named = torch.where(content, slot, -1)
     relation_words = sorted({w for r in RELATIONS for w in r.split()})  # above, left, of
     return named, torch.isin(targets, ids(relation_words))
+
+
+def object_attention(weights: torch.Tensor, masks: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """Attention mass on each object: ``weights (B, T, N)`` (rows over the N patches) and
+    object ``masks (B, K, S, S)`` -> ``(B, T, K)``, the summed weight of the patches that hold
+    at least one pixel of object ``k``."""
+    require_float("weights", weights)
+    require_rank("weights", weights, 3, "batch, words, patches")
+    require_rank("masks", masks, 4, "batch, objects, S, S")
+    on = (patch_coverage(masks, patch_size) > 0).to(weights.dtype)  # (B, K, N) patches touching object k
+    if on.shape[-1] != weights.shape[-1] or on.shape[0] != weights.shape[0]:
+        raise ValueError(f"weights {tuple(weights.shape)} and masks {tuple(masks.shape)} with patch_size={patch_size} "
+                         f"do not match: expected weights (B={masks.shape[0]}, T, N={on.shape[-1]})")
+    return torch.einsum("btn,bkn->btk", weights, on)  # (B, T, K)
