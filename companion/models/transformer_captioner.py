@@ -26,7 +26,7 @@ from einops import rearrange
 from torch import nn
 
 from .._validate import require_float, require_positive_int, require_rank, require_tensor
-from ..data.shapes import CAPTION_VOCAB, COLORS, SHAPES, RELATIONS
+from ..data.shapes import CAPTION_VOCAB, COLORS, RELATIONS, SHAPES
 from ..data.vocab import Vocab
 from ..masks import causal_mask
 from ..positional import SinusoidalPositionalEncoding
