@@ -99,6 +99,15 @@ PLANTS = {
                   "    return images.unfold(2, patch_size)  # unfold needs a step: TypeError\n"),
         "loop": ("vit_predict", "predicted_tokens = 64\nwhile True:\n    pass\n"),
     },
+    "09_capstone_captioning": {
+        "wrong": ("capstone_patches", "def object_patches(mask, patch_size):\n    H, W = mask.shape\n    p = patch_size\n"
+                  "    return mask.reshape(H // p, p, W // p, p).any(3).any(1).T.flatten()  # column by column\n"),
+        "nan": ("capstone_step", "def next_word_logits(model, images, prefix):\n"
+                "    return torch.full((images.shape[0], model.config.vocab_size), float('nan'))\n"),
+        "raise": ("capstone_greedy", "def greedy_caption(model, images, max_len, bos_id=1, eos_id=2, pad_id=0):\n"
+                  "    return model.step(bos_id, model.start(images))[0]  # an int as prev: raises\n"),
+        "loop": ("capstone_predict", "predicted_memory_shape = (5, 64, 32)\nwhile True:\n    pass\n"),
+    },
 }
 
 
