@@ -23,19 +23,29 @@ import traceback
 MAX_FRAME = 256 * 2**20
 
 
+def read_exactly(stream, n: int) -> bytes:
+    """n bytes from a pipe, which hands them over in pieces."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
 def read_frame(stream):
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError
-    (n,) = struct.unpack(">Q", head)
+    (n,) = struct.unpack(">Q", read_exactly(stream, 8))
     if n > MAX_FRAME:
         raise ValueError(f"frame of {n} bytes")
-    return stream.read(n)
+    return read_exactly(stream, n)
 
 
 def write_frame(stream, payload: bytes) -> None:
-    stream.write(struct.pack(">Q", len(payload)) + payload)
-    stream.flush()
+    data = memoryview(struct.pack(">Q", len(payload)) + payload)
+    while data:  # an unbuffered pipe may take only part of it at a time
+        data = data[stream.write(data):]
 
 
 def short_error(err: BaseException) -> str:
