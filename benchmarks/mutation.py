@@ -24,9 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODULES = ["attention", "masks", "multihead", "positional"]
-TESTS = ["conftest.py", "_torch_reference.py", "test_attention.py", "test_masks.py", "test_multihead.py",
-         "test_positional.py", "test_validation.py", "test_identities.py", "test_selfattention.py",
-         "test_transformer.py", "test_checks.py"]
+# the quick test set of these modules (test_transformer.py also covers them, but costs 5x the time)
+TESTS = ["conftest.py", "test_attention.py", "test_masks.py", "test_multihead.py", "test_positional.py",
+         "test_validation.py", "test_identities.py", "test_selfattention.py"]
 
 
 def main(argv=None) -> int:
@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     shutil.copy(ROOT / "benchmarks" / "training.py", work / "benchmarks" / "training.py")
     only = ", ".join(f'"companion/{m}.py"' for m in args.modules)
     tests = ", ".join(f'"tests/{t}"' for t in TESTS if t.startswith("test_"))
+    # Whole `raise` statements are left alone: rewording an error message (mutmut's "XX…XX")
+    # gives one mutant per string; the validation *conditions* before them are still mutated.
     (work / "setup.cfg").write_text("")
     (work / "pyproject.toml").write_text(
         "[tool.pytest.ini_options]\n"
@@ -59,6 +61,7 @@ def main(argv=None) -> int:
         'source_paths = ["companion"]\n'
         f"only_mutate = [{only}]\n"
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
+        'do_not_mutate_patterns = ["^\\\\s*raise "]\n'
         'also_copy = ["benchmarks/"]\n'
     )
     run = subprocess.run(["mutmut", "run", "--max-children", str(args.jobs)], cwd=work, capture_output=True, text=True)
@@ -77,7 +80,7 @@ def main(argv=None) -> int:
         print(run.stdout[-3000:], run.stderr[-3000:], results.stdout[-2000:], results.stderr[-2000:], sep="\n")
         return 1
     killed = counts["killed"] + counts["timeout"]
-    print(f"modules: {', '.join(args.modules)}; tests: {len(TESTS) - 2} files; scratch folder: {work}")
+    print(f"modules: {', '.join(args.modules)}; tests: {len(TESTS) - 1} files; scratch folder: {work}")
     print(f"mutants: {total}; " + "; ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     print(f"killed (incl. timeouts): {killed}/{total} = {100 * killed / total:.1f} %")
     for name in survivors:
