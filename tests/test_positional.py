@@ -140,3 +140,30 @@ def test_distances_and_collisions():
         near_collisions(pe, -1)
     with pytest.raises(ValueError, match="at least 2 positions"):
         min_distance(pe[:1])
+
+
+def test_binary_encoding_edges_and_messages():
+    from companion.positional import binary_encoding
+
+    assert binary_encoding(4, 2).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]  # exactly 2^bits positions fit
+    assert binary_encoding(1, 1).tolist() == [[0]]
+    with pytest.raises(ValueError, match="length must be positive, got 0"):
+        binary_encoding(0, 3)
+    with pytest.raises(ValueError, match="bits must be positive, got 0"):
+        binary_encoding(3, 0)
+
+
+def test_module_table_settings():
+    m = SinusoidalPositionalEncoding(8)
+    assert m.max_len == 512 and m.pe.shape == (512, 8)
+    assert "pe" not in m.state_dict()  # a fixed table: not saved with the weights
+    m10 = SinusoidalPositionalEncoding(8, max_len=6, base=10.0)
+    torch.testing.assert_close(m10.positions(6), sinusoidal_encoding(6, 8, base=10.0))
+    torch.testing.assert_close(m10.positions(3), sinusoidal_encoding(3, 8, base=10.0))  # offset 0 by default
+    assert m10.positions(0).shape == (0, 8)  # no positions: an empty table
+    with pytest.raises(ValueError, match="length must be >= 0, got -1"):
+        m10.positions(-1)
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        SinusoidalPositionalEncoding(8, max_len=0)
+    x = torch.zeros(1, 3, 8, dtype=torch.float16)
+    assert m10(x).dtype == torch.float16  # the table follows the input's dtype
