@@ -15,6 +15,7 @@ listed in the report as harmless (e.g. a changed error message that no test read
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -29,17 +30,8 @@ TESTS = ["conftest.py", "test_attention.py", "test_masks.py", "test_multihead.py
          "test_validation.py", "test_identities.py", "test_selfattention.py"]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modules", nargs="+", default=DEFAULT_MODULES, help="companion modules to mutate")
-    parser.add_argument("--jobs", type=int, default=2, help="mutmut's --max-children")
-    parser.add_argument("--keep", type=Path, help="scratch folder to use and keep")
-    args = parser.parse_args(argv)
-
-    if shutil.which("mutmut") is None:
-        print("mutmut is not installed: pip install mutmut", file=sys.stderr)
-        return 2
-    work = args.keep or Path(tempfile.mkdtemp(prefix="companion-mutation-"))
+def setup(work: Path, modules: list[str]) -> None:
+    """Copy the companion and the quick tests to ``work`` and configure mutmut there."""
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -47,9 +39,7 @@ def main(argv=None) -> int:
     (work / "tests").mkdir()
     for name in TESTS:
         shutil.copy(ROOT / "tests" / name, work / "tests" / name)
-    (work / "benchmarks").mkdir()
-    shutil.copy(ROOT / "benchmarks" / "training.py", work / "benchmarks" / "training.py")
-    only = ", ".join(f'"companion/{m}.py"' for m in args.modules)
+    only = ", ".join(f'"companion/{m}.py"' for m in modules)
     tests = ", ".join(f'"tests/{t}"' for t in TESTS if t.startswith("test_"))
     # Whole `raise` statements are left alone: rewording an error message (mutmut's "XX…XX")
     # gives one mutant per string; the validation *conditions* before them are still mutated.
@@ -62,34 +52,76 @@ def main(argv=None) -> int:
         f"only_mutate = [{only}]\n"
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
         'do_not_mutate_patterns = ["^\\\\s*raise "]\n'
-        'also_copy = ["benchmarks/"]\n'
     )
-    run = subprocess.run(["mutmut", "run", "--max-children", str(args.jobs)], cwd=work, capture_output=True, text=True)
-    results = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True)
-    counts: Counter = Counter()
-    survivors = []
-    for line in results.stdout.splitlines():
-        if ":" not in line:
-            continue
-        name, status = (s.strip() for s in line.rsplit(":", 1))
-        counts[status] += 1
-        if status == "survived":
-            survivors.append(name)
+
+
+def run_mutmut(work: Path, jobs: int, names: list[str] = ()) -> None:
+    # one thread per worker: mutmut forks its workers, and a fork of a process whose OpenMP
+    # threads are running can hang (such hangs would be counted as "timeouts")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run(["mutmut", "run", "--max-children", str(jobs), *names], cwd=work, capture_output=True, text=True,
+                   env=env)
+
+
+def results(work: Path) -> dict[str, str]:
+    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True).stdout
+    status = {}
+    for line in out.splitlines():
+        if ":" in line:
+            name, state = (s.strip() for s in line.rsplit(":", 1))
+            status[name] = state
+    return status
+
+
+def report(work: Path, modules: list[str]) -> int:
+    status = results(work)
+    counts = Counter(status.values())
     total = sum(counts.values())
     if not total:
-        print(run.stdout[-3000:], run.stderr[-3000:], results.stdout[-2000:], results.stderr[-2000:], sep="\n")
+        print("no mutants found: is mutmut set up in", work)
         return 1
-    killed = counts["killed"] + counts["timeout"]
-    print(f"modules: {', '.join(args.modules)}; tests: {len(TESTS) - 1} files; scratch folder: {work}")
+    killed = counts["killed"]
+    print(f"modules: {', '.join(modules)}; tests: {', '.join(t for t in TESTS if t.startswith('test_'))}")
     print(f"mutants: {total}; " + "; ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-    print(f"killed (incl. timeouts): {killed}/{total} = {100 * killed / total:.1f} %")
-    for name in survivors:
+    checked = total - counts["not checked"]
+    print(f"killed: {killed}/{checked} checked = {100 * killed / max(checked, 1):.1f} % "
+          f"(timeouts, counted apart: {counts['timeout']})")
+    for name, state in status.items():
+        if state != "survived":
+            continue
         diff = subprocess.run(["mutmut", "show", name], cwd=work, capture_output=True, text=True).stdout
         changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
         print(f"\nsurvived: {name}\n  " + "\n  ".join(changed[:6]))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", nargs="+", default=DEFAULT_MODULES, help="companion modules to mutate")
+    parser.add_argument("--jobs", type=int, default=2, help="mutmut's --max-children")
+    parser.add_argument("--keep", type=Path, help="scratch folder to use and keep")
+    parser.add_argument("--resume", action="store_true", help="go on in the --keep folder (re-checking timeouts)")
+    args = parser.parse_args(argv)
+
+    if shutil.which("mutmut") is None:
+        print("mutmut is not installed: pip install mutmut", file=sys.stderr)
+        return 2
+    work = args.keep or Path(tempfile.mkdtemp(prefix="companion-mutation-"))
+    if args.resume and (work / "mutants").exists():
+        for name in TESTS:  # the tests may have grown since
+            shutil.copy(ROOT / "tests" / name, work / "tests" / name)
+            shutil.copy(ROOT / "tests" / name, work / "mutants" / "tests" / name)
+        run_mutmut(work, args.jobs)  # the mutants not checked yet
+        again = [n for n, s in results(work).items() if s in ("timeout", "survived")]
+        if again:
+            run_mutmut(work, args.jobs, again)
+    else:
+        setup(work, args.modules)
+        run_mutmut(work, args.jobs)
+    code = report(work, args.modules)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -170,3 +170,24 @@ def test_window_mask_messages_name_the_argument():
         masks.local_window_mask_2d(0, 3, 1)
     with pytest.raises(ValueError, match="NaN is neither an edge nor no edge"):
         masks.graph_mask(torch.tensor([[float("nan")]]))
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def test_mask_builders_name_their_arguments_and_edges():
+    assert padding_mask([], max_len=3).shape == (0, 3)  # no sequences
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        padding_mask([])
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        padding_mask([1], max_len=0)
+    with pytest.raises(TypeError, match="lengths must be a torch.Tensor"):
+        padding_mask("abc")
+    with pytest.raises(TypeError, match="padding must be a torch.Tensor"):
+        key_mask([[True]])
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        masks.to_torch_attn_mask(None)
+    with pytest.raises(ValueError, match="width must be positive, got 0"):
+        masks.pixel_grid(2, 0)
+    with pytest.raises(ValueError, match="radius must be >= 0, got -1"):
+        masks.local_window_mask_2d(2, 2, -1)
+    assert torch.equal(masks.local_window_mask_2d(2, 2, 0), torch.eye(4, dtype=torch.bool))

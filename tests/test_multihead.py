@@ -165,3 +165,44 @@ def test_explicit_path_with_dropout_multiplies_v_once():
     want = mha.out_proj(mha.merge_heads(dropped @ v))
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(w, A)
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def _pair_with_biases(D=16, H=4):
+    ref = torch.nn.MultiheadAttention(D, H, batch_first=True).eval()
+    with torch.no_grad():  # torch initialises the biases to 0: make them count
+        ref.in_proj_bias.normal_()
+        ref.out_proj.bias.normal_()
+    return MultiHeadAttention(D, H).load_from_torch(ref).eval(), ref
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_biases_in_self_and_cross_attention_equal_torch(fused):
+    ours, ref = _pair_with_biases()
+    ours.fused = fused
+    x, memory, values = torch.randn(2, 5, 16), torch.randn(2, 7, 16), torch.randn(2, 7, 16)
+    torch.testing.assert_close(ours(x)[0], ref(x, x, x)[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours(x, memory, values)[0], ref(x, memory, values)[0], atol=1e-5, rtol=1e-4)
+    y = torch.randn(2, 5, 16)  # query is key, value differs
+    torch.testing.assert_close(ours(x, x, y)[0], ref(x, x, y)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_without_biases_cross_attention_equals_torch():
+    ref = torch.nn.MultiheadAttention(16, 4, bias=False, batch_first=True).eval()
+    ours = MultiHeadAttention(16, 4, bias=False).load_from_torch(ref).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    torch.testing.assert_close(ours(x, memory, memory)[0], ref(x, memory, memory)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_constructor_defaults_and_checks():
+    mha = MultiHeadAttention(8, 2)
+    assert mha.in_proj.bias is not None and mha.out_proj.bias is not None  # bias=True by default
+    assert mha.head_dim == 4 and isinstance(mha.head_dim, int)
+    for dropout, error, message in ((-0.1, ValueError, "dropout must be >= 0.0"), (1.0, ValueError, "dropout must be in"),
+                                    (1.5, ValueError, "dropout must be in"), (None, TypeError, "dropout must be a number")):
+        with pytest.raises(error, match=message):
+            MultiHeadAttention(8, 2, dropout=dropout)
+    assert MultiHeadAttention(8, 2, dropout=0.999).dropout == 0.999
+    with pytest.raises(ValueError, match="num_heads must be positive"):
+        MultiHeadAttention(8, 0)
