@@ -200,3 +200,20 @@ def test_additive_attention_layout_and_checks():
         AdditiveAttention(0, 6, 5)
     with pytest.raises(ValueError, match="key_dim must be positive"):
         AdditiveAttention(4, 0, 5)
+
+
+def test_additive_attention_uses_separate_values_and_names_its_inputs():
+    att = AdditiveAttention(4, 6, 5)
+    q, keys, values = torch.randn(2, 4), torch.randn(2, 7, 6), torch.randn(2, 7, 3)
+    ctx, w = att(q, keys, values)
+    assert ctx.shape == (2, 3)
+    torch.testing.assert_close(ctx, torch.einsum("bn,bnd->bd", w, values))
+    for args, message in (((q.long(), keys), "query must be a floating-point"),
+                          ((q, keys.long()), "keys must be a floating-point"),
+                          ((q, keys, values.long()), "values must be a floating-point"),
+                          ((q.double(), keys.double()), "query has dtype torch.float64"),
+                          ((q, keys.double()), "keys has dtype torch.float64")):
+        with pytest.raises(TypeError, match=message):
+            att(*args)
+    with pytest.raises(TypeError, match="mask must be a boolean tensor"):
+        att(q, keys, mask=torch.ones(2, 7))

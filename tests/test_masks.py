@@ -191,3 +191,12 @@ def test_mask_builders_name_their_arguments_and_edges():
     with pytest.raises(ValueError, match="radius must be >= 0, got -1"):
         masks.local_window_mask_2d(2, 2, -1)
     assert torch.equal(masks.local_window_mask_2d(2, 2, 0), torch.eye(4, dtype=torch.bool))
+
+
+def test_additive_masks_keep_the_device_and_name_their_argument():
+    meta = torch.device("meta")
+    assert masks.to_additive(causal_mask(3, device=meta)).device == meta
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        masks.to_additive([[True]])
+    with pytest.raises(TypeError, match="additive must be a torch.Tensor"):
+        masks.from_additive([[0.0]])

@@ -206,3 +206,28 @@ def test_constructor_defaults_and_checks():
     assert MultiHeadAttention(8, 2, dropout=0.999).dropout == 0.999
     with pytest.raises(ValueError, match="num_heads must be positive"):
         MultiHeadAttention(8, 0)
+
+
+def test_cache_with_a_mask_over_all_keys_and_reused_memory():
+    mha = MultiHeadAttention(8, 2).eval()
+    x, memory = torch.randn(2, 4, 8), torch.randn(2, 3, 8)
+    no_first = torch.ones(4, 4, dtype=torch.bool).tril()
+    no_first[1:, 0] = False  # from step 1 on, the first token is hidden
+    full = mha(x, mask=no_first)[0]
+    cache = {}
+    for t in range(4):
+        step, _ = mha(x[:, t:t + 1], mask=no_first[t:t + 1, :t + 1], cache=cache)  # mask (1, t + 1): all keys so far
+        torch.testing.assert_close(step[:, 0], full[:, t])
+    cross = {}
+    first, _ = mha(x[:, :1], memory, memory, cache=cross)
+    again, _ = mha(x[:, :1], torch.zeros_like(memory), torch.zeros_like(memory), cache=cross)  # K, V come from the cache
+    torch.testing.assert_close(again, first)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m(torch.randn(2, 3, 8), torch.ones(2, 3, 8, dtype=torch.long)), "key must be a floating-point tensor"),
+    (lambda m: m(torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.randn(2, 3, 4)), "value must have last dimension"),
+])
+def test_messages_name_key_and_value(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(MultiHeadAttention(8, 2))
