@@ -217,3 +217,10 @@ def test_additive_attention_uses_separate_values_and_names_its_inputs():
             att(*args)
     with pytest.raises(TypeError, match="mask must be a boolean tensor"):
         att(q, keys, mask=torch.ones(2, 7))
+
+
+def test_values_batch_and_query_rank_are_checked():
+    with pytest.raises(ValueError, match="do not broadcast"):  # only v's batch is wrong
+        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(3, 7, 4))
+    with pytest.raises(ValueError, match="AdditiveAttention expects"):
+        AdditiveAttention(4, 6, 5)(torch.randn(2, 1, 3, 4), torch.randn(2, 7, 6))  # a 4-D query

@@ -231,3 +231,16 @@ def test_cache_with_a_mask_over_all_keys_and_reused_memory():
 def test_messages_name_key_and_value(call, message):
     with pytest.raises((TypeError, ValueError), match=message):
         call(MultiHeadAttention(8, 2))
+
+
+def test_cross_attention_cache_with_a_memory_mask_and_size_checks():
+    mha = MultiHeadAttention(8, 2).eval()
+    x, memory = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    real = key_mask(padding_mask([4, 2]))  # (B, 1, 1, N_k) over the memory
+    full = mha(x, memory, memory, mask=real)[0]
+    cache = {}
+    for t in range(3):
+        step, _ = mha(x[:, t:t + 1], memory, memory, mask=real, cache=cache)
+        torch.testing.assert_close(step[:, 0], full[:, t])
+    with pytest.raises(ValueError, match="size mismatch"):  # same width, other number of heads
+        MultiHeadAttention(16, 4).load_from_torch(torch.nn.MultiheadAttention(16, 2))
