@@ -42,7 +42,8 @@ def padding_mask(lengths, max_len: int | None = None) -> torch.Tensor:
     (batch, heads, queries, keys) with :func:`key_mask`.
     """
     if isinstance(lengths, Sequence) and not isinstance(lengths, str):
-        lengths = torch.as_tensor(list(lengths))
+        lengths = list(lengths)
+        lengths = torch.as_tensor(lengths) if lengths else torch.zeros(0, dtype=torch.long)
     require_tensor("lengths", lengths)
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (one length per sequence), got shape {tuple(lengths.shape)}")

@@ -108,22 +108,14 @@ class MultiHeadAttention(nn.Module):
         self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
-        cached = 0 if cache is None or not self_attention or "k" not in cache else cache["k"].shape[2]
-        self._check_inputs(query, key, value, mask, cache, cached)
+        self._check_inputs(query, key, value, mask, cache, self_attention)
 
-        # Step 1: QKV projection, then split into heads.
-        if cache is not None and not self_attention and "k" in cache:
-            # cross-attention with a cache: the memory's K, V were projected at the first step
-            q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
-            k, v = cache["k"], cache["v"]  # (B, H, N_k, D_H) each
-        else:
+        # Step 1: QKV projection, then split into heads (with a cache: only the new tokens).
+        if cache is None:
             q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
             q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
-            if cache is not None:
-                if cached:  # self-attention: the new tokens' K, V join those of the earlier tokens
-                    k = torch.cat([cache["k"], k], dim=2)  # (B, H, t, D_H)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+        else:
+            q, k, v = self._project_with_cache(query, key, value, cache, self_attention)  # 3 × (B, H, N, D_H)
 
         dropout_p = self.dropout if self.training else 0.0
         if self.fused and not need_weights:
@@ -138,7 +130,22 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
         return out, weights
 
-    def _check_inputs(self, query, key, value, mask, cache=None, cached: int = 0):
+    def _project_with_cache(self, query, key, value, cache: dict, self_attention: bool):
+        """Step 1 for step-by-step decoding. Self-attention: project the new tokens and
+        append their K, V to the cached ones. Cross-attention: project the memory's K, V
+        at the first call, reuse them afterwards. Returns ``q, k, v (B, H, N, D_H)``."""
+        if not self_attention and "k" in cache:
+            q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
+            return q, cache["k"], cache["v"]
+        q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
+        if self_attention and "k" in cache:
+            k = torch.cat([cache["k"], k], dim=2)  # (B, H, t, D_H): earlier tokens, then the new ones
+            v = torch.cat([cache["v"], v], dim=2)
+        cache["k"], cache["v"] = k, v
+        return q, k, v
+
+    def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True):
         for name, x in (("query", query), ("key", key), ("value", value)):
             require_float(name, x)
             require_rank(name, x, 3, "batch, length, d_model")
@@ -159,6 +166,7 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and not isinstance(cache, dict):
             raise TypeError(f"cache must be a dict (this module keeps its keys and values in it), "
                             f"got {type(cache).__name__}")
+        cached = cache["k"].shape[2] if cache is not None and self_attention and "k" in cache else 0
         B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1] + cached
         q_shape = (B, self.num_heads, Nq, self.head_dim)  # the heads' shapes
         k_shape = (B, self.num_heads, Nk, self.head_dim)

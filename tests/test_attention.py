@@ -137,9 +137,9 @@ def test_explicit_dropout_multiplies_v_once():
     # dropout on the weights, then one product with V: out = dropout(A) V
     q, k, v = qkv()
     torch.manual_seed(3)
-    out, w = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    out, w = scaled_dot_product_attention(q, k, v, dropout_p=0.3)
     torch.manual_seed(3)
-    dropped = F.dropout(w, 0.5)
+    dropped = F.dropout(w, 0.3)  # not 0.5, F.dropout's default
     torch.testing.assert_close(out, dropped @ v)
     torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))  # the returned weights are A itself
 
@@ -161,3 +161,66 @@ def test_additive_attention_input_dtype_and_empty_keys():
         att(torch.randn(2, 4).double(), torch.randn(2, 7, 6).double())
     with pytest.raises(ValueError, match=r"keys must hold at least one key \(N_k >= 1\), got keys \(2, 0, 6\)"):
         att(torch.randn(2, 4), torch.randn(2, 0, 6))
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def test_shape_checks_cover_every_argument():
+    q, k, v = torch.randn(2, 1, 8), torch.randn(2, 0, 8), torch.randn(2, 0, 4)
+    with pytest.raises(ValueError, match="at least one key"):  # one query and no key
+        scaled_dot_product_attention(q, k, v)
+    with pytest.raises(ValueError, match="do not broadcast"):  # only k's batch is wrong
+        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(3, 7, 8), torch.randn(2, 7, 4))
+    with pytest.raises(TypeError, match="k must be a floating-point tensor"):
+        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.ones(2, 7, 8, dtype=torch.long), torch.randn(2, 7, 4))
+    with pytest.raises(TypeError, match="v must be a torch.Tensor"):
+        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), None)
+
+
+def test_fused_attention_applies_its_dropout():
+    q, k, v = qkv()
+    torch.manual_seed(0)
+    assert not torch.allclose(fused_attention(q, k, v, dropout_p=0.9), fused_attention(q, k, v))
+
+
+def test_additive_attention_layout_and_checks():
+    att = AdditiveAttention(4, 6, 5)
+    # e = wᵀ tanh(W_q s + W_k h + b): one bias, inside the tanh
+    assert att.W_q.bias is None and att.W_k.bias is not None and att.w.bias is None
+    q3, keys = torch.randn(2, 3, 4), torch.randn(2, 7, 6)
+    mask = torch.ones(2, 3, 7, dtype=torch.bool)
+    mask[:, :, 5:] = False
+    ctx, w = att(q3, keys, mask=mask)  # several queries, one mask per query
+    assert ctx.shape == (2, 3, 6) and w[..., 5:].abs().max() == 0
+    with pytest.raises(ValueError, match="AdditiveAttention expects"):
+        att(q3, keys, torch.randn(2, 7))  # 2-D values
+    with pytest.raises(ValueError, match="batch sizes and key/value lengths must agree"):
+        att(torch.randn(3, 4), keys)  # only the query's batch differs
+    with pytest.raises(ValueError, match="query_dim must be positive"):
+        AdditiveAttention(0, 6, 5)
+    with pytest.raises(ValueError, match="key_dim must be positive"):
+        AdditiveAttention(4, 0, 5)
+
+
+def test_additive_attention_uses_separate_values_and_names_its_inputs():
+    att = AdditiveAttention(4, 6, 5)
+    q, keys, values = torch.randn(2, 4), torch.randn(2, 7, 6), torch.randn(2, 7, 3)
+    ctx, w = att(q, keys, values)
+    assert ctx.shape == (2, 3)
+    torch.testing.assert_close(ctx, torch.einsum("bn,bnd->bd", w, values))
+    for args, message in (((q.long(), keys), "query must be a floating-point"),
+                          ((q, keys.long()), "keys must be a floating-point"),
+                          ((q, keys, values.long()), "values must be a floating-point"),
+                          ((q.double(), keys.double()), "query has dtype torch.float64"),
+                          ((q, keys.double()), "keys has dtype torch.float64")):
+        with pytest.raises(TypeError, match=message):
+            att(*args)
+    with pytest.raises(TypeError, match="mask must be a boolean tensor"):
+        att(q, keys, mask=torch.ones(2, 7))
+
+
+def test_values_batch_and_query_rank_are_checked():
+    with pytest.raises(ValueError, match="do not broadcast"):  # only v's batch is wrong
+        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(3, 7, 4))
+    with pytest.raises(ValueError, match="AdditiveAttention expects"):
+        AdditiveAttention(4, 6, 5)(torch.randn(2, 1, 3, 4), torch.randn(2, 7, 6))  # a 4-D query

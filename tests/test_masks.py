@@ -149,3 +149,54 @@ def test_key_mask_needs_a_boolean_padding_mask():
 def test_pixel_grid_numbers_pixels_row_by_row():
     rows, cols = masks.pixel_grid(2, 3)
     assert rows.tolist() == [0, 0, 0, 1, 1, 1] and cols.tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_masks_are_built_on_the_device_asked_for():
+    # the "meta" device holds shapes without data: a mask built on the CPU instead shows
+    meta = torch.device("meta")
+    assert causal_mask(3, device=meta).device == meta
+    assert masks.local_window_mask(4, 1, device=meta).device == meta
+    assert masks.local_window_mask_2d(2, 3, 1, device=meta).device == meta
+    assert all(t.device == meta for t in masks.pixel_grid(2, 3, device=meta))
+    assert masks.graph_mask(torch.zeros(3, 3, dtype=torch.long, device=meta)).device == meta
+
+
+def test_window_mask_messages_name_the_argument():
+    with pytest.raises(ValueError, match="n must be positive, got 0"):
+        masks.local_window_mask(0, 1)
+    with pytest.raises(ValueError, match="radius must be >= 0, got -1"):
+        masks.local_window_mask(3, -1)
+    with pytest.raises(ValueError, match="height must be positive, got 0"):
+        masks.local_window_mask_2d(0, 3, 1)
+    with pytest.raises(ValueError, match="NaN is neither an edge nor no edge"):
+        masks.graph_mask(torch.tensor([[float("nan")]]))
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def test_mask_builders_name_their_arguments_and_edges():
+    assert padding_mask([], max_len=3).shape == (0, 3)  # no sequences
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        padding_mask([])
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        padding_mask([1], max_len=0)
+    with pytest.raises(TypeError, match="lengths must be a torch.Tensor"):
+        padding_mask("abc")
+    with pytest.raises(TypeError, match="padding must be a torch.Tensor"):
+        key_mask([[True]])
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        masks.to_torch_attn_mask(None)
+    with pytest.raises(ValueError, match="width must be positive, got 0"):
+        masks.pixel_grid(2, 0)
+    with pytest.raises(ValueError, match="radius must be >= 0, got -1"):
+        masks.local_window_mask_2d(2, 2, -1)
+    assert torch.equal(masks.local_window_mask_2d(2, 2, 0), torch.eye(4, dtype=torch.bool))
+
+
+def test_additive_masks_keep_the_device_and_name_their_argument():
+    meta = torch.device("meta")
+    assert masks.to_additive(causal_mask(3, device=meta)).device == meta
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        masks.to_additive([[True]])
+    with pytest.raises(TypeError, match="additive must be a torch.Tensor"):
+        masks.from_additive([[0.0]])

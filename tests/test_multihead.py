@@ -165,3 +165,82 @@ def test_explicit_path_with_dropout_multiplies_v_once():
     want = mha.out_proj(mha.merge_heads(dropped @ v))
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(w, A)
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def _pair_with_biases(D=16, H=4):
+    ref = torch.nn.MultiheadAttention(D, H, batch_first=True).eval()
+    with torch.no_grad():  # torch initialises the biases to 0: make them count
+        ref.in_proj_bias.normal_()
+        ref.out_proj.bias.normal_()
+    return MultiHeadAttention(D, H).load_from_torch(ref).eval(), ref
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_biases_in_self_and_cross_attention_equal_torch(fused):
+    ours, ref = _pair_with_biases()
+    ours.fused = fused
+    x, memory, values = torch.randn(2, 5, 16), torch.randn(2, 7, 16), torch.randn(2, 7, 16)
+    torch.testing.assert_close(ours(x)[0], ref(x, x, x)[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours(x, memory, values)[0], ref(x, memory, values)[0], atol=1e-5, rtol=1e-4)
+    y = torch.randn(2, 5, 16)  # query is key, value differs
+    torch.testing.assert_close(ours(x, x, y)[0], ref(x, x, y)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_without_biases_cross_attention_equals_torch():
+    ref = torch.nn.MultiheadAttention(16, 4, bias=False, batch_first=True).eval()
+    ours = MultiHeadAttention(16, 4, bias=False).load_from_torch(ref).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    torch.testing.assert_close(ours(x, memory, memory)[0], ref(x, memory, memory)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_constructor_defaults_and_checks():
+    mha = MultiHeadAttention(8, 2)
+    assert mha.in_proj.bias is not None and mha.out_proj.bias is not None  # bias=True by default
+    assert mha.head_dim == 4 and isinstance(mha.head_dim, int)
+    for dropout, error, message in ((-0.1, ValueError, "dropout must be >= 0.0"), (1.0, ValueError, "dropout must be in"),
+                                    (1.5, ValueError, "dropout must be in"), (None, TypeError, "dropout must be a number")):
+        with pytest.raises(error, match=message):
+            MultiHeadAttention(8, 2, dropout=dropout)
+    assert MultiHeadAttention(8, 2, dropout=0.999).dropout == 0.999
+    with pytest.raises(ValueError, match="num_heads must be positive"):
+        MultiHeadAttention(8, 0)
+
+
+def test_cache_with_a_mask_over_all_keys_and_reused_memory():
+    mha = MultiHeadAttention(8, 2).eval()
+    x, memory = torch.randn(2, 4, 8), torch.randn(2, 3, 8)
+    no_first = torch.ones(4, 4, dtype=torch.bool).tril()
+    no_first[1:, 0] = False  # from step 1 on, the first token is hidden
+    full = mha(x, mask=no_first)[0]
+    cache = {}
+    for t in range(4):
+        step, _ = mha(x[:, t:t + 1], mask=no_first[t:t + 1, :t + 1], cache=cache)  # mask (1, t + 1): all keys so far
+        torch.testing.assert_close(step[:, 0], full[:, t])
+    cross = {}
+    first, _ = mha(x[:, :1], memory, memory, cache=cross)
+    again, _ = mha(x[:, :1], torch.zeros_like(memory), torch.zeros_like(memory), cache=cross)  # K, V come from the cache
+    torch.testing.assert_close(again, first)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m(torch.randn(2, 3, 8), torch.ones(2, 3, 8, dtype=torch.long)), "key must be a floating-point tensor"),
+    (lambda m: m(torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.randn(2, 3, 4)), "value must have last dimension"),
+])
+def test_messages_name_key_and_value(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(MultiHeadAttention(8, 2))
+
+
+def test_cross_attention_cache_with_a_memory_mask_and_size_checks():
+    mha = MultiHeadAttention(8, 2).eval()
+    x, memory = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    real = key_mask(padding_mask([4, 2]))  # (B, 1, 1, N_k) over the memory
+    full = mha(x, memory, memory, mask=real)[0]
+    cache = {}
+    for t in range(3):
+        step, _ = mha(x[:, t:t + 1], memory, memory, mask=real, cache=cache)
+        torch.testing.assert_close(step[:, 0], full[:, t])
+    with pytest.raises(ValueError, match="size mismatch"):  # same width, other number of heads
+        MultiHeadAttention(16, 4).load_from_torch(torch.nn.MultiheadAttention(16, 2))

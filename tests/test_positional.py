@@ -140,3 +140,65 @@ def test_distances_and_collisions():
         near_collisions(pe, -1)
     with pytest.raises(ValueError, match="at least 2 positions"):
         min_distance(pe[:1])
+
+
+def test_binary_encoding_edges_and_messages():
+    from companion.positional import binary_encoding
+
+    assert binary_encoding(4, 2).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]  # exactly 2^bits positions fit
+    assert binary_encoding(1, 1).tolist() == [[0]]
+    with pytest.raises(ValueError, match="length must be positive, got 0"):
+        binary_encoding(0, 3)
+    with pytest.raises(ValueError, match="bits must be positive, got 0"):
+        binary_encoding(3, 0)
+
+
+def test_module_table_settings():
+    m = SinusoidalPositionalEncoding(8)
+    assert m.max_len == 512 and m.pe.shape == (512, 8)
+    assert "pe" not in m.state_dict()  # a fixed table: not saved with the weights
+    m10 = SinusoidalPositionalEncoding(8, max_len=6, base=10.0)
+    torch.testing.assert_close(m10.positions(6), sinusoidal_encoding(6, 8, base=10.0))
+    torch.testing.assert_close(m10.positions(3), sinusoidal_encoding(3, 8, base=10.0))  # offset 0 by default
+    assert m10.positions(0).shape == (0, 8)  # no positions: an empty table
+    with pytest.raises(ValueError, match="length must be >= 0, got -1"):
+        m10.positions(-1)
+    with pytest.raises(ValueError, match="max_len must be positive, got 0"):
+        SinusoidalPositionalEncoding(8, max_len=0)
+    x = torch.zeros(1, 3, 8, dtype=torch.float16)
+    assert m10(x).dtype == torch.float16  # the table follows the input's dtype
+
+
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+def test_base_and_default_values():
+    from companion.positional import frequencies, rotation_matrix
+
+    for base in (float("nan"), 1.0, "10"):
+        with pytest.raises(ValueError, match="base must be a finite number > 1"):
+            sinusoidal_encoding(4, 8, base=base)
+    assert sinusoidal_encoding(4, 8, base=1.5).shape == (4, 8)
+    torch.testing.assert_close(frequencies(4), torch.tensor([1.0, 0.01], dtype=torch.float64))  # base 10000
+    R = rotation_matrix(1000.0, 4)  # the default base too: ω_1 = 0.01, angle 10
+    assert math.isclose(R[2, 2].item(), math.cos(10.0), abs_tol=1e-12)
+
+
+def test_overlap_measures_at_their_boundaries():
+    from companion.positional import min_distance, near_collisions, pairwise_distances, static_fraction
+
+    pe = torch.tensor([[0.0, 0.0], [0.0, 0.5]])  # column spreads 0 and 0.5
+    assert static_fraction(pe, threshold=0.5) == 0.5  # "less than": spread 0.5 is not static
+    assert static_fraction(torch.tensor([[0.0, 0.0], [0.0, 0.04]])) == 1.0  # default threshold 0.05
+    assert static_fraction(pe) == 0.5
+    pts = torch.tensor([[0.0, 0.0], [3.0, 4.0]])  # distance exactly 5
+    assert near_collisions(pts, 5.0) == 0 and near_collisions(pts, 5.001) == 1
+    assert min_distance(pts) == 5.0  # two positions are enough
+    with pytest.raises(ValueError, match="eps must be a number > 0"):
+        near_collisions(pts, 0)
+    with pytest.raises(TypeError, match="pe must hold real numbers, got dtype torch.bool"):
+        pairwise_distances(torch.ones(2, 2, dtype=torch.bool))
+    for fn in (static_fraction, pairwise_distances):
+        with pytest.raises(ValueError, match=r"pe must have 2 dimensions \(positions, dimensions\)"):
+            fn(torch.zeros(3))
+        with pytest.raises(TypeError, match="pe must be a torch.Tensor"):
+            fn([[0.0]])

@@ -43,6 +43,13 @@ from ..positional import SinusoidalPositionalEncoding
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """The formula, written out: ``γ ⊙ (x - μ) / sqrt(σ² + ε) + β`` with μ, σ² over the last dimension."""
+    _check_layer_norm_args(x, weight, bias, eps)
+    mu = x.mean(dim=-1, keepdim=True)  # (..., 1) one mean per token
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (..., 1) one (biased) variance per token
+    return weight * (x - mu) / torch.sqrt(var + eps) + bias  # (..., d)
+
+
+def _check_layer_norm_args(x, weight, bias, eps) -> None:
     require_float("x", x)
     for name, p in (("weight", weight), ("bias", bias)):
         require_tensor(name, p)
@@ -50,9 +57,6 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
             raise ValueError(f"{name} must have shape ({x.shape[-1]},) (one per feature of x), got {tuple(p.shape)} "
                              f"for x {tuple(x.shape)}")
     _check_eps(eps)
-    mu = x.mean(dim=-1, keepdim=True)  # (..., 1) one mean per token
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (..., 1) one (biased) variance per token
-    return weight * (x - mu) / torch.sqrt(var + eps) + bias  # (..., d)
 
 
 def _check_eps(eps) -> None:
