@@ -145,13 +145,16 @@ def generate(model, *inputs: torch.Tensor, bos_id: int, eos_id: int, max_len: in
         raise TypeError(f"the first input must be a tensor (its first dimension is the batch), "
                         f"got {type(inputs[0]).__name__}")
     kept = []
-    on_step = (lambda t, tok, st: kept.append(st[keep])) if keep is not None else None
+
+    def on_step(t, tok, st):  # the state after each step (a model may add keys in step, not start)
+        if not (isinstance(st, dict) and keep in st):
+            raise ValueError(f"keep={keep!r} is not a key of the decoding state of {type(model).__name__}"
+                             + (f" (keys: {sorted(st)})" if isinstance(st, dict) else ""))
+        kept.append(st[keep])
+
     state = model.start(*inputs)
-    if keep is not None and not (isinstance(state, dict) and keep in state):
-        raise ValueError(f"keep={keep!r} is not a key of the decoding state of {type(model).__name__}"
-                         + (f" (keys: {sorted(state)})" if isinstance(state, dict) else ""))
     result = greedy_decode(model.step, state, bos_id, eos_id, max_len, batch_size=inputs[0].shape[0],
-                           device=inputs[0].device, pad_id=pad_id, on_step=on_step)
+                           device=inputs[0].device, pad_id=pad_id, on_step=on_step if keep is not None else None)
     if keep is None:
         return result.tokens
     return result.tokens, torch.stack(kept, dim=1)
