@@ -243,15 +243,19 @@ def test_dot_product_attention_module_formula_mask_and_projection():
     torch.testing.assert_close(c2, c)
     torch.testing.assert_close(a2, a)
     torch.testing.assert_close(att.project(H)[1], v)
+    H2 = torch.randn(2, 3, 5)  # what `projected` holds is what is attended to
+    torch.testing.assert_close(att(s, H, projected=att.project(H2))[0], att(s, H2)[0])
+    c3, a3 = att(s, H)  # no mask: every key
+    torch.testing.assert_close(a3, e.softmax(-1))
 
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda m: m(torch.randn(2, 6).double(), torch.randn(2, 3, 5)), TypeError, "query has dtype torch.float64"),
     (lambda m: m(torch.randn(2, 5), torch.randn(2, 3, 5)), ValueError, "query must have last dimension query_dim=6"),
-    (lambda m: m(torch.randn(2, 1, 6), torch.randn(2, 3, 5)), ValueError, "query must have 2 dimensions"),
+    (lambda m: m(torch.randn(2, 1, 6), torch.randn(2, 3, 5)), ValueError, r"query must have 2 dimensions \(B, query_dim\)"),
     (lambda m: m(None, torch.randn(2, 3, 5)), TypeError, "query must be a torch.Tensor"),
     (lambda m: m(torch.randn(2, 6), torch.randn(2, 3, 4)), ValueError, "keys must have last dimension key_dim=5"),
-    (lambda m: m(torch.randn(2, 6), torch.randn(2, 5)), ValueError, "keys must have 3 dimensions"),
+    (lambda m: m(torch.randn(2, 6), torch.randn(2, 5)), ValueError, r"keys must have 3 dimensions \(B, N, key_dim\)"),
     (lambda m: m(torch.randn(2, 6), torch.randn(2, 3, 5).double()), TypeError, "keys has dtype torch.float64"),
     (lambda m: m(torch.randn(2, 6), torch.ones(2, 3, 5, dtype=torch.long)), TypeError, "keys must be a floating-point"),
 ])
