@@ -3,7 +3,7 @@
 Each module holds one idea of the book:
 
 - :mod:`companion.device`     where code runs (CUDA, MPS, CPU) and seeding
-- :mod:`companion.attention`  scaled dot-product and additive attention
+- :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
 - :mod:`companion.masks`      causal and padding masks (True = may attend)
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures

@@ -19,7 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import require_bool_mask, require_float, require_matches_parameters, require_number, require_positive_int
+from ._validate import (
+    require_bool_mask,
+    require_float,
+    require_matches_parameters,
+    require_number,
+    require_positive_int,
+    require_rank,
+)
 
 
 def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k", "v")) -> tuple[int, ...]:
@@ -199,3 +206,49 @@ class AdditiveAttention(nn.Module):
         if single:
             return context[:, 0], weights[:, 0]  # (B, d_v), (B, N_k)
         return context, weights
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product scoring for one query per sequence.
+
+    ``q = W_Q s``, keys ``k_i = W_K h_i``, values ``v_i = W_V h_i``, then
+    ``e_i = q·k_i / sqrt(d)``, ``a = softmax(e)``, ``c = Σ_i a_i v_i``, computed by
+    :func:`scaled_dot_product_attention`.
+
+    Call with ``query (B, query_dim)``, ``keys (B, N, key_dim)`` and a boolean
+    ``mask (B, N)`` (True = real key); returns ``(context (B, dim), weights (B, N))``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, dim: int):
+        super().__init__()
+        for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("dim", dim)):
+            require_positive_int(name, value)
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.W_Q = nn.Linear(query_dim, dim, bias=False)
+        self.W_K = nn.Linear(key_dim, dim, bias=False)
+        self.W_V = nn.Linear(key_dim, dim, bias=False)
+
+    def project(self, keys):
+        """Keys and values ``(B, N, d)`` of the data vectors ``keys (B, N, key_dim)``;
+        a decoder computes them once per sequence, not at every step."""
+        require_float("keys", keys)
+        require_rank("keys", keys, 3, "B, N, key_dim")
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(f"keys must have last dimension key_dim={self.key_dim}, got shape {tuple(keys.shape)}")
+        require_matches_parameters("keys", keys, self.W_K.weight)
+        return self.W_K(keys), self.W_V(keys)  # (B, N, d) each
+
+    def forward(self, query, keys, mask=None, projected=None):
+        self._check_query(query)
+        k, v = self.project(keys) if projected is None else projected  # (B, N, d) each
+        q = self.W_Q(query)[:, None, :]  # (B, 1, d)
+        m = None if mask is None else mask[:, None, :]  # (B, 1, N)
+        out, weights = scaled_dot_product_attention(q, k, v, m)  # (B, 1, d), (B, 1, N)
+        return out[:, 0], weights[:, 0]  # (B, d), (B, N)
+
+    def _check_query(self, query) -> None:
+        require_float("query", query)
+        require_rank("query", query, 2, "B, query_dim")
+        if query.shape[-1] != self.query_dim:
+            raise ValueError(f"query must have last dimension query_dim={self.query_dim}, got shape {tuple(query.shape)}")
+        require_matches_parameters("query", query, self.W_Q.weight)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from companion.attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
+from companion.attention import AdditiveAttention, DotProductAttention, fused_attention, scaled_dot_product_attention
 from companion.masks import causal_mask, key_mask, padding_mask
 
 
@@ -224,3 +224,46 @@ def test_values_batch_and_query_rank_are_checked():
         scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(3, 7, 4))
     with pytest.raises(ValueError, match="AdditiveAttention expects"):
         AdditiveAttention(4, 6, 5)(torch.randn(2, 1, 3, 4), torch.randn(2, 7, 6))  # a 4-D query
+
+
+# --- DotProductAttention, the module beside AdditiveAttention -----------------------------
+
+def test_dot_product_attention_module_formula_mask_and_projection():
+    att = DotProductAttention(6, 5, 4)
+    assert att.W_Q.bias is None and att.W_K.bias is None and att.W_V.bias is None
+    s, H = torch.randn(2, 6), torch.randn(2, 3, 5)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    c, a = att(s, H, mask=mask)
+    q, k, v = att.W_Q(s), att.W_K(H), att.W_V(H)
+    e = torch.einsum("bd,bnd->bn", q, k) / 2.0  # sqrt(4)
+    want = e.masked_fill(~mask, float("-inf")).softmax(-1)
+    torch.testing.assert_close(a, want)
+    torch.testing.assert_close(c, torch.einsum("bn,bnd->bd", a, v))
+    c2, a2 = att(s, H, mask=mask, projected=att.project(H))  # keys/values projected once
+    torch.testing.assert_close(c2, c)
+    torch.testing.assert_close(a2, a)
+    torch.testing.assert_close(att.project(H)[1], v)
+    H2 = torch.randn(2, 3, 5)  # what `projected` holds is what is attended to
+    torch.testing.assert_close(att(s, H, projected=att.project(H2))[0], att(s, H2)[0])
+    c3, a3 = att(s, H)  # no mask: every key
+    torch.testing.assert_close(a3, e.softmax(-1))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: m(torch.randn(2, 6).double(), torch.randn(2, 3, 5)), TypeError, "query has dtype torch.float64"),
+    (lambda m: m(torch.randn(2, 5), torch.randn(2, 3, 5)), ValueError, "query must have last dimension query_dim=6"),
+    (lambda m: m(torch.randn(2, 1, 6), torch.randn(2, 3, 5)), ValueError, r"query must have 2 dimensions \(B, query_dim\)"),
+    (lambda m: m(None, torch.randn(2, 3, 5)), TypeError, "query must be a torch.Tensor"),
+    (lambda m: m(torch.randn(2, 6), torch.randn(2, 3, 4)), ValueError, "keys must have last dimension key_dim=5"),
+    (lambda m: m(torch.randn(2, 6), torch.randn(2, 5)), ValueError, r"keys must have 3 dimensions \(B, N, key_dim\)"),
+    (lambda m: m(torch.randn(2, 6), torch.randn(2, 3, 5).double()), TypeError, "keys has dtype torch.float64"),
+    (lambda m: m(torch.randn(2, 6), torch.ones(2, 3, 5, dtype=torch.long)), TypeError, "keys must be a floating-point"),
+])
+def test_dot_product_attention_module_messages(call, error, message):
+    with pytest.raises(error, match=message):
+        call(DotProductAttention(6, 5, 4))
+    for i, name in enumerate(("query_dim", "key_dim", "dim")):
+        sizes = [6, 5, 4]
+        sizes[i] = 0
+        with pytest.raises(ValueError, match=f"{name} must be positive"):
+            DotProductAttention(*sizes)
