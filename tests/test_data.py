@@ -213,3 +213,20 @@ def test_shift_images_and_vocab_decode_name_their_arguments():
         Vocab(["a"]).decode([1.5])
     with pytest.raises(ValueError, match="formats must be a non-empty list"):
         make_dates(4, formats=[1.0])
+
+
+def test_shipped_digits_are_scikit_learns():
+    """The package ships the digits itself; where scikit-learn is installed, they are its load_digits."""
+    import hashlib
+
+    from companion.data.digits import DIGITS_FILE, load_digits_tensors
+
+    assert hashlib.sha256(DIGITS_FILE.read_bytes()).hexdigest() == \
+        "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"  # scikit-learn 1.x's digits.csv.gz
+    x, y = load_digits_tensors.__wrapped__()
+    assert x.shape == (1797, 1, 8, 8) and y.shape == (1797,) and x.min() == 0 and x.max() == 1
+    assert torch.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    sklearn = pytest.importorskip("sklearn.datasets")
+    d = sklearn.load_digits()
+    assert torch.equal(x, torch.tensor(d.images, dtype=torch.float32)[:, None] / 16.0)
+    assert torch.equal(y, torch.tensor(d.target))

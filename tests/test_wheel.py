@@ -36,6 +36,9 @@ def test_wheel_in_a_fresh_venv_runs_a_notebook(tmp_path):
     run([*pip, f"torch=={__import__('torch').__version__.split('+')[0]}"], env=env, cwd=tmp_path)
     run([*pip, wheels[0], "ipykernel", "nbclient", "nbformat"], env=env, cwd=tmp_path)
     where = run([py, "-c", "import companion; print(companion.__file__)"], env=env, cwd=tmp_path).strip()
+    shipped = run([py, "-c", "from companion.data.digits import load_digits_tensors as f; print(f()[0].shape)"],
+                  env=env, cwd=tmp_path)
+    assert "torch.Size([1797, 1, 8, 8])" in shipped, "the digits travel inside the wheel"
     assert where.startswith(str(venv)), f"companion was imported from {where}, not from the fresh venv"
     script = (
         "import nbformat, nbclient\n"

@@ -4,7 +4,7 @@
 - :mod:`companion.data.shapes`    images of coloured shapes with captions (and labels)
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
-- :mod:`companion.data.digits`    scikit-learn's 8×8 handwritten digits (shipped, no download)
+- :mod:`companion.data.digits`    the UCI 8×8 handwritten digits (shipped in the package, no download)
 
 Every generator draws its random numbers in one batch from a generator seeded
 by ``seed``, so the same call gives the same data on every machine; within a session the
