@@ -21,9 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import torch
 from nbclient import NotebookClient
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_NOTEBOOK_S = 90.0
@@ -51,19 +52,10 @@ def cell_label(cell) -> str:
     return "(cell)"
 
 
-def inject_parameters(nb, **params) -> None:
-    """Papermill-style: add a cell that overrides the ``parameters``-tagged cell's values."""
-    for index, cell in enumerate(nb.cells):
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            source = "\n".join(f"{k} = {v!r}" for k, v in params.items())
-            nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
-            return
-
-
 def time_notebook(path: Path, timeout: int, scale: str | None = None) -> dict:
-    nb = nbformat.read(path, as_version=4)
-    if scale is not None:
-        inject_parameters(nb, scale=scale)
+    nb = load_notebook_node(str(path))
+    if scale is not None:  # papermill's injected-parameters cell, after the `parameters` cell
+        nb = parameterize_notebook(nb, {"scale": scale}, kernel_name="python3", language="python")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
                             resources={"metadata": {"path": str(path.parent)}})
     peak = None

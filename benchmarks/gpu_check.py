@@ -25,23 +25,23 @@ import sys
 import time
 from pathlib import Path
 
+import jupytext
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
+
 ROOT = Path(__file__).resolve().parents[1]
 CPU_TIMES = ROOT / "benchmarks" / "results" / "cpu_course_time.json"
 NO_GPU_TESTS = ["test_browser.py", "test_teaching.py", "test_wheel.py", "test_repository.py", "test_links.py"]
 
 
 def notebook_script(notebook: Path, scale: str) -> str:
-    """The code cells of a chapter as one script, without the Colab install cell, with
-    ``scale`` overridden right after the parameters cell (as course_time.py does)."""
-    parts = []
-    for cell in json.loads(notebook.read_text())["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code" or "%pip" in source:
-            continue
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            source += f"\nscale = {scale!r}  # set by gpu_check.py"
-        parts.append(source)
-    return "import matplotlib\nmatplotlib.use('Agg')\n\n" + "\n\n".join(parts) + "\n"
+    """The code cells of a chapter as one script (jupytext's percent format), without the
+    Colab install cell, with ``scale`` set by papermill's injected-parameters cell (as
+    course_time.py does). Magics become comments; Markdown becomes comments."""
+    nb = load_notebook_node(str(notebook))
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and "%pip" in c.source)]
+    nb = parameterize_notebook(nb, {"scale": scale}, kernel_name="python3", language="python")
+    return "import matplotlib\nmatplotlib.use('Agg')\n\n" + jupytext.writes(nb, fmt="py:percent")
 
 
 class Runner:

@@ -5,12 +5,13 @@ nbgrader: see autograde.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -24,7 +25,7 @@ def all_chapters() -> list[str]:
 
 def nbgrader_cells(chapter: str) -> list[dict]:
     """The cells of a chapter that carry nbgrader metadata."""
-    cells = json.loads((NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]
+    cells = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4).cells
     return [c for c in cells if "nbgrader" in c.get("metadata", {})]
 
 

@@ -11,13 +11,13 @@ the right answers keep theirs, and grading finishes.
 import csv
 import html
 import importlib.util
-import json
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ PLANTS = {
 
 
 def cells(chapter):
-    return json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]
+    return nbformat.read(course.NOTEBOOKS / f"{chapter}.ipynb", as_version=4).cells
 
 
 def book_cells(chapter):
@@ -122,7 +122,7 @@ def book_cells(chapter):
     sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import exercise_markdown
 
-    data = json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())
+    data = nbformat.read(course.NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
     return exercise_markdown.to_myst(data, exercise_markdown.book_url(exercise_markdown.read_config(ROOT)))["cells"]
 
 
@@ -182,12 +182,12 @@ PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop")}
 
 
 def plant(chapter, instructor: Path, dest: Path, kinds):
-    nb = json.loads(instructor.read_text())
+    nb = nbformat.read(instructor, as_version=4)
     by_id = {meta(c).get("grade_id"): c for c in nb["cells"] if meta(c)}
     for solution_id, code in (PLANTS[chapter][kind] for kind in kinds):
         assert meta(by_id[solution_id]).get("solution"), solution_id
         by_id[solution_id]["source"] = code
-    dest.write_text(json.dumps(nb, indent=1))
+    nbformat.write(nb, dest)
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +303,7 @@ def secrets(chapter):
     the lines that also appear outside the solutions, e.g. an import another page shows too)."""
     src = ROOT / "_build" / "student-book" / "src"  # what the student book is built from: fair game
     visible = "\n".join([source(c) for nb in sorted((src / "notebooks").glob("*.ipynb"))
-                         for c in json.loads(nb.read_text())["cells"]]
+                         for c in nbformat.read(nb, as_version=4).cells]
                         + [page.read_text() for page in sorted(src.rglob("*.md"))])
     found = set()
     for c in cells(chapter):
