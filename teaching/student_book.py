@@ -20,8 +20,11 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import course  # noqa: E402
+if __package__ in (None, ""):  # run as `python teaching/student_book.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "teaching"  # noqa: A001
+
+from teaching import course  # noqa: E402
 
 ROOT = course.ROOT
 
