@@ -1,11 +1,13 @@
 """The repository keeps its promises: notebooks without outputs, every chapter in the
-table of contents, the Colab install cell pointing at the repository of _config.yml."""
+table of contents, the Colab install cell pointing at the repository of _config.yml, code
+that fits the book's column."""
 
 import json
 import re
 import subprocess
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -13,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+CODE_COLUMNS = 88  # the book's column; notebooks/ruff.toml sets the same for ruff
 
 
 def cells(path):
@@ -60,6 +63,36 @@ def test_chapter_follows_the_conventions(path):
     assert header.startswith("# "), "the first cell must be the chapter title"
     assert "What you will learn" in header, "the header must say what the reader will learn"
     assert re.search(r"\*Time:\* about \d+ s on a 2-core CPU", header), "the header must say how long the chapter takes"
+
+
+def long_code_lines(path, limit=CODE_COLUMNS):
+    """'<notebook> cell <i> line <n> (<length>): <line>' for every code line over `limit`."""
+    nb = nbformat.read(path, as_version=4)
+    return [
+        f"{path.name} cell {i} line {n} ({len(line)} > {limit}): {line}"
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        for n, line in enumerate(cell.source.splitlines(), start=1)
+        if len(line) > limit
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_code_fits_the_books_column(path):
+    too_long = long_code_lines(path)
+    assert not too_long, f"{len(too_long)} code line(s) over {CODE_COLUMNS} characters:\n" + "\n".join(too_long)
+
+
+def test_long_code_lines_finds_a_line_of_89(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("m" * 200),  # prose is free-form
+        nbformat.v4.new_code_cell("x = 1\n" + "y" * 88),
+        nbformat.v4.new_code_cell("import os\n\n# " + "z" * 87),
+    ]
+    path = tmp_path / "long.ipynb"
+    nbformat.write(nb, path)
+    assert long_code_lines(path) == [f"long.ipynb cell 2 line 3 (89 > 88): # {'z' * 87}"]
 
 
 def test_ci_runs_exactly_the_readme_commands():
