@@ -129,8 +129,16 @@ def _draw_graph(model: nn.Module, inputs, kwargs, depth, **options):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     for i, x in enumerate(inputs):
         require_tensor(f"input {i}", x)
-    # the model's own device: torchview would otherwise move the model to CUDA when it exists
-    return draw_graph(model, input_data=list(inputs), device=_device_of(model), depth=depth, **options, **kwargs)
+    # torchview runs the pass in eval mode and then sets every submodule to the model's own mode:
+    # keep each submodule's mode instead (a frozen CNN inside a captioner stays in eval mode)
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        # the model's own device: torchview would otherwise move the model to CUDA when it exists
+        return draw_graph(model, input_data=list(inputs), device=_device_of(model), depth=depth, **options,
+                          **kwargs)
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def record(model: nn.Module, *inputs: torch.Tensor, **kwargs) -> Recording:
@@ -285,9 +293,15 @@ class Diagram:
                 return b
         raise KeyError(f"no block {key!r}; blocks: {[b.key for b in self.blocks]}")
 
-    def shape(self, key: str) -> Shape:
-        """The recorded shape of block ``key``."""
-        return self.block(key).shape
+    def shape(self, key: str, extra: str | None = None) -> Shape:
+        """The recorded shape of block ``key``, or of its extra tensor ``extra`` (e.g. ``"weights"``)."""
+        block = self.block(key)
+        if extra is None:
+            return block.shape
+        for label, _, shape, _ in block.extras:
+            if label == extra:
+                return shape
+        raise KeyError(f"block {key!r} has no extra {extra!r}; it has {[e[0] for e in block.extras]}")
 
     def table(self) -> str:
         """The diagram as text: one line per block (and per extra tensor)."""

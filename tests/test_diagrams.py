@@ -115,6 +115,9 @@ def test_transformer_diagram():
     assert assert_matches_hooks(d, seen) == 15
     assert seen[""][0]["output"] == [d.shape("logits")]  # the model's own output
     assert [g.label for g in d.groups] == ["encoder layer × 2", "decoder layer × 1"]
+    assert d.shape("cross", "weights") == (B, H, T, N)
+    with pytest.raises(KeyError, match="no extra 'nope'"):
+        d.shape("cross", "nope")
     assert_drawn(d, expected)
 
 
@@ -190,6 +193,11 @@ def test_captioner_diagram(cell):
     seen[""] = [{"input": [tuple(images.shape), tuple(tokens.shape)], "output": seen_cap[""][0]["output"]}]
     assert assert_matches_hooks(d, seen, prefix="captioner.") == len(expected)
     assert_drawn(d, expected)
+    # the pass changes no module's mode: a frozen CNN in eval mode stays so in a training captioner
+    encoder.eval()
+    model.train()
+    diagrams.captioner_diagram(model, images, tokens, encoder=encoder)
+    assert model.training and not any(m.training for m in encoder.modules())
     # a captioner that holds its CNN is drawn from itself, with the same shapes
     whole = ImageCaptioner(cnn.truncate(), 24, vocab_size=14, emb_dim=8, hidden_dim=12, cell=cell)
     assert {b.key: b.shape for b in diagrams.captioner_diagram(whole, images, tokens).blocks} == \
