@@ -136,6 +136,10 @@ def _draw_graph(model: nn.Module, inputs, kwargs, depth, **options):
         # the model's own device: torchview would otherwise move the model to CUDA when it exists
         return draw_graph(model, input_data=list(inputs), device=_device_of(model), depth=depth, **options,
                           **kwargs)
+    except RuntimeError as e:
+        if str(e).startswith("Failed to run torchgraph") and e.__cause__ is not None:
+            raise e.__cause__ from None  # the model's own error (a wrong shape, say), not torchview's wrapper
+        raise
     finally:
         for m, training in modes:
             m.training = training

@@ -233,6 +233,9 @@ def test_wrong_models_and_missing_encoder_are_refused():
         diagrams.vit_diagram(nn.Linear(2, 2), torch.zeros(1, 2))
     with pytest.raises(ValueError, match="pass the CNN as encoder="):
         diagrams.captioner_diagram(ImageCaptioner(None, 4, 5), torch.zeros(1, 3, 8, 8), torch.ones(1, 2).long())
+    model = Transformer(TransformerConfig(vocab_size=5))
+    with pytest.raises(ValueError, match="tgt_in"):  # the model's own message, not torchview's wrapper
+        diagrams.transformer_diagram(model, torch.ones(1, 3).long(), torch.full((1, 2), 9))
     with pytest.raises(TypeError, match="input 0 must be a torch.Tensor"):
         diagrams.record(nn.Linear(2, 2), [1.0, 2.0])
 
