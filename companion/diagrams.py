@@ -148,9 +148,8 @@ def _draw_graph(model: nn.Module, inputs, kwargs, depth, **options):
 def record(model: nn.Module, *inputs: torch.Tensor, **kwargs) -> Recording:
     """Run ``model(*inputs, **kwargs)`` once (eval mode, no gradients; the model's mode is
     restored) and record the shapes of every module call and of the operations in it."""
+    graph = _draw_graph(model, inputs, kwargs, depth=1)  # imports torchview, or says how to install it
     from torchview.computation_node import FunctionNode, ModuleNode
-
-    graph = _draw_graph(model, inputs, kwargs, depth=1)
     names: dict[int, str] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         names.setdefault(id(module), name)
