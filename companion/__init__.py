@@ -9,6 +9,7 @@ Each module holds one idea of the book:
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
+- :mod:`companion.diagrams`   architecture diagrams whose shapes are recorded from a forward pass
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
                               the Transformer, the Vision Transformer, a small CNN
@@ -29,6 +30,7 @@ from . import (
     data,
     decoding,
     device,
+    diagrams,
     masks,
     models,
     multihead,
@@ -61,7 +63,7 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
+    "attention", "checks", "data", "decoding", "device", "diagrams", "masks", "models", "multihead", "plotting", "positional",
     "profiling", "progress", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",

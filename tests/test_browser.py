@@ -3,8 +3,8 @@
 Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose host
 resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
 render its math or figures fails here. Skipped, with the reason, when the book is not
-built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page and
-one chapter go to ``_build/screenshots/``.
+built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page, one
+chapter and the architecture diagrams of chapters 5 and 7 go to ``_build/screenshots/``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import shutil
 import threading
 from pathlib import Path
 
@@ -26,8 +25,8 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
+BROWSER_WINDOW = (1280, 900)  # the `browser` fixture (tests/conftest.py): Chromium, network closed
+BROWSER_PAGE_LOAD_TIMEOUT = 60
 
 
 def has_code(notebook: Path) -> bool:
@@ -55,23 +54,6 @@ def server():
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not CHROMIUM or not CHROMEDRIVER:
-        pytest.skip("Chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=1280,900"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
 
 
 def open_page(browser, url):
@@ -135,6 +117,47 @@ def test_chapter_page(server, browser, notebook):
         button = solutions[0].find_element("css selector", "button.toggle-button, .admonition-title")
         browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click();", button)
         WebDriverWait(browser, 10).until(lambda d: len(solutions[0].text) > collapsed[0] + 20)
+
+
+# Chapters with an architecture diagram (companion.diagrams), found by the start of its alt text.
+DIAGRAMS = {
+    "01_rnn_captioning": "Architecture diagram of the image captioner",
+    "02_seq2seq_attention": "Architecture diagram of the seq2seq model",
+    "05_multihead_attention": "Diagram of multi-head attention",
+    "07_transformer": "Architecture diagram of the encoder-decoder Transformer",
+    "08_vit_vs_cnn": "Architecture diagram of the Vision Transformer",
+}
+TORCHVIEW_NOTE = "`dot` program is not installed"
+
+
+def find_figure(browser, alt_start):
+    """[loaded, natural width, natural height] of the figure whose alt text starts so, or None."""
+    return browser.execute_script("""
+        const img = [...document.querySelectorAll('.cell_output img')].find(i => i.alt.startsWith(arguments[0]));
+        if (!img) return null;
+        img.scrollIntoView({block: 'center'});
+        return [img.complete && img.naturalWidth > 0, img.naturalWidth, img.naturalHeight];""", alt_start)
+
+
+@pytest.mark.parametrize("stem", sorted(DIAGRAMS))
+def test_architecture_diagram_renders(server, browser, stem):
+    """The chapter's architecture diagram is on its page, loaded and of a readable size; in
+    chapter 5 torchview's graph too (or, where the book was built without Graphviz, its note)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    open_page(browser, f"{server}/notebooks/{stem}.html")
+    figure = find_figure(browser, DIAGRAMS[stem])
+    assert figure, f"no figure whose alt text starts with {DIAGRAMS[stem]!r}"
+    loaded, width, height = figure
+    assert loaded and width >= 500 and height >= 400, f"the diagram did not render at a readable size: {figure}"
+    if stem == "07_transformer":
+        browser.save_screenshot(str(SCREENSHOTS / f"{stem}_diagram.png"))
+    if stem == "05_multihead_attention":
+        graph = find_figure(browser, "torchview's graph")
+        if graph is None:
+            assert TORCHVIEW_NOTE in body_text(browser), "neither torchview's graph nor the note is on the page"
+        else:
+            assert graph[0] and graph[2] > 400, f"torchview's graph did not render: {graph}"
+            browser.save_screenshot(str(SCREENSHOTS / f"{stem}_torchview.png"))
 
 
 def test_search_page_finds_attention(server, browser):

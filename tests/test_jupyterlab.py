@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -30,8 +29,9 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not in
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
+# the `browser` fixture (tests/conftest.py): Chromium with the network closed, in this window
+BROWSER_WINDOW = (1280, 1000)
+BROWSER_PAGE_LOAD_TIMEOUT = 120
 pytestmark = pytest.mark.slow
 
 
@@ -42,10 +42,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """`jupyter lab notebooks/` from the repository's root, with its own settings and no token."""
-    if not CHROMIUM or not CHROMEDRIVER:
-        pytest.skip("Chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
+def lab(chromium, tmp_path_factory):
+    """`jupyter lab notebooks/` from the repository's root, with its own settings and no token
+    (only where Chromium can open it: the `chromium` fixture skips otherwise)."""
     home = tmp_path_factory.mktemp("jupyter")
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)  # no "news?" toast over the screenshots
@@ -90,21 +89,6 @@ def lab(tmp_path_factory):
         log.close()
         changed = [p.name for p, data in before.items() if p.read_bytes() != data]
         assert not changed, f"the JupyterLab session changed {changed}"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=1280,1000"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
 
 
 # The cells of the first exercise, found by what they show; JS returns plain data.
