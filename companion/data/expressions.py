@@ -1,7 +1,7 @@
 """Arithmetic expressions -> their parse trees, written out as bracketed strings.
 
 Parsing as a sequence-to-sequence task: the input is a flat expression of one-digit
-numbers and the operators ``+ - *``; the output is its tree, read depth-first:
+numbers and the operators ``+ - *``; the output is its tree, read depth-first::
 
     "3 + 4 * 2"  ->  "( + 3 ( * 4 2 ) )"        (notation="prefix")
     "8 - 3 - 2"  ->  "( - ( - 8 3 ) 2 )"        (left to right: (8 - 3) - 2)
