@@ -2,12 +2,13 @@
 ``torch.nn.MultiheadAttention``, forward and forward+backward, with peak memory.
 
     python benchmarks/attention.py            # batch 8, d_model 256, 8 heads, N = 64 ... 2048
-    python benchmarks/attention.py --quick    # N = 64 ... 512, fewer repeats
+    python benchmarks/attention.py --quick    # N = 64 ... 512, shorter measurements
 
 Each (implementation, N) runs in its own process so that its peak memory can be read
-(the resident-set high-water mark on a CPU, the allocator's peak on CUDA). Times are the
-median of ``--repeats`` runs after one warm-up, on the default device
-(``companion.default_device()``). Ratios are against torch's module as most code calls it
+(the resident-set high-water mark on a CPU, the allocator's peak on CUDA). Times come from
+``torch.utils.benchmark.Timer`` (``companion.profiling.time_call``: warm-up, device
+synchronisation, as many runs as fill ``--min-run-time`` seconds; the median per call), on
+the default device (``companion.default_device()``). Ratios are against torch's module as most code calls it
 (``need_weights=True``, its default), measured in the same run.
 """
 
@@ -28,7 +29,7 @@ IMPLEMENTATIONS = {
 REFERENCE = "torch weights"
 
 
-def measure(impl: str, n: int, batch: int, d_model: int, heads: int, repeats: int) -> dict:
+def measure(impl: str, n: int, batch: int, d_model: int, heads: int, min_run_time: float) -> dict:
     """Run in a child process: time forward and forward+backward of one implementation."""
     import torch
 
@@ -62,11 +63,11 @@ def measure(impl: str, n: int, batch: int, d_model: int, heads: int, repeats: in
     if device.type == "cuda":
         torch.cuda.synchronize()
     baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t_fwd = time_call(fwd, repeats=repeats, device=device)
+    t_fwd = time_call(fwd, device=device, min_run_time=min_run_time)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
-    t_fb = time_call(fwd_bwd, repeats=repeats, device=device)
+    t_fb = time_call(fwd_bwd, device=device, min_run_time=min_run_time)
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated() - start
     else:
@@ -80,24 +81,25 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="N = 64 ... 512 and 2 repeats")
+    parser.add_argument("--min-run-time", type=float, default=0.5,
+                        help="seconds of measurement per implementation, N and pass (default 0.5)")
+    parser.add_argument("--quick", action="store_true", help="N = 64 ... 512 and 0.2 s per measurement")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:  # one measurement, printed as JSON for the parent
         impl, n = args.child.rsplit(":", 1)
-        print(json.dumps(measure(impl, int(n), args.batch, args.d_model, args.heads, args.repeats)))
+        print(json.dumps(measure(impl, int(n), args.batch, args.d_model, args.heads, args.min_run_time)))
         return
 
     lengths = [n for n in args.lengths if n <= 512] if args.quick else args.lengths
-    repeats = 2 if args.quick else args.repeats
+    min_run_time = 0.2 if args.quick else args.min_run_time
     results = []
     for n in lengths:
         for impl in IMPLEMENTATIONS:
             cmd = [sys.executable, __file__, "--child", f"{impl}:{n}", "--batch", str(args.batch),
-                   "--d-model", str(args.d_model), "--heads", str(args.heads), "--repeats", str(repeats)]
+                   "--d-model", str(args.d_model), "--heads", str(args.heads), "--min-run-time", str(min_run_time)]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"{impl} at N={n} failed:\n{out.stderr[-2000:]}", file=sys.stderr)

@@ -2,17 +2,18 @@
 against models built from PyTorch's own modules of the same sizes, in the same run.
 
     python benchmarks/training.py            # default sizes (the chapters' CPU scale)
-    python benchmarks/training.py --steps 20 --batch 256
+    python benchmarks/training.py --min-run-time 3 --batch 256
 
-Each row times ``--steps`` optimiser steps (forward, backward, Adam) after warm-up and
-reports examples/s and tokens/s (a token: one input position). Ratio = the companion
+Each row times optimiser steps (forward, backward, Adam) with ``torch.utils.benchmark.Timer``
+(``companion.profiling.time_call``: warm-up, device synchronisation, as many steps as fill
+``--min-run-time`` seconds, the median per step) and reports examples/s and tokens/s (a
+token: one input position). Ratio = the companion
 model's throughput / the torch-built model's throughput (1.0 = as fast; > 1 faster).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,7 @@ from companion.models.cnn import SmallCNN
 from companion.models.seq2seq import Seq2Seq
 from companion.models.transformer import Transformer, TransformerConfig
 from companion.models.vit import ViT, patchify
+from companion.profiling import time_call
 
 
 class TorchTransformer(nn.Module):
@@ -62,29 +64,25 @@ class TorchViT(nn.Module):
         return self.head(self.encoder(self.embed(patchify(images, self.p)) + self.pos).mean(1))
 
 
-def throughput(model, batch_fn, loss_fn, steps, device, warmup=3):
-    """Examples per second of full training steps."""
+def throughput(model, batch_fn, loss_fn, min_run_time, device):
+    """Examples per second of full training steps (forward, backward, Adam) on one batch."""
     model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     batch = batch_fn()
-    for i in range(warmup + steps):
-        if i == warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
+
+    def step():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             loss = loss_fn(model, *batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return steps * batch[0].shape[0] / (time.perf_counter() - start)
+
+    return batch[0].shape[0] / time_call(step, device=device, min_run_time=min_run_time)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds of measurement per model (default 1)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--length", type=int, default=12, help="sequence length of the text tasks")
     args = parser.parse_args()
@@ -116,16 +114,18 @@ def main() -> None:
     cfg = TransformerConfig(vocab_size=V, d_model=64, num_heads=4, d_ff=128, num_encoder_layers=2,
                             num_decoder_layers=2, norm_first=True)
     vit_args = dict(image_size=8, patch_size=2, in_channels=1, num_classes=10, d_model=64, depth=2, num_heads=4, d_ff=128)
+    t = args.min_run_time
     rows = [
         ("seq2seq GRU + dot attention", N, throughput(Seq2Seq(V, V, 32, 64, attention="dot"), seqs, seq2seq_loss,
-                                                      args.steps, device), None),
-        ("Transformer 2+2 layers, d=64", N, throughput(Transformer(cfg), seqs, seq_loss, args.steps, device),
-         throughput(TorchTransformer(cfg), seqs, seq_loss, args.steps, device)),
-        ("ViT 8x8 digits, p=2, d=64", 16, throughput(ViT(**vit_args), images(8, 1), cls_loss, args.steps, device),
-         throughput(TorchViT(8, 2, 1, 10, 64, 2, 4, 128), images(8, 1), cls_loss, args.steps, device)),
-        ("CNN 8x8 digits", 64, throughput(SmallCNN(1, 10), images(8, 1), cls_loss, args.steps, device), None),
+                                                      t, device), None),
+        ("Transformer 2+2 layers, d=64", N, throughput(Transformer(cfg), seqs, seq_loss, t, device),
+         throughput(TorchTransformer(cfg), seqs, seq_loss, t, device)),
+        ("ViT 8x8 digits, p=2, d=64", 16, throughput(ViT(**vit_args), images(8, 1), cls_loss, t, device),
+         throughput(TorchViT(8, 2, 1, 10, 64, 2, 4, 128), images(8, 1), cls_loss, t, device)),
+        ("CNN 8x8 digits", 64, throughput(SmallCNN(1, 10), images(8, 1), cls_loss, t, device), None),
     ]
-    print(f"\nTraining throughput on {companion.describe_device(device)}, batch {B}, {args.steps} steps")
+    print(f"\nTraining throughput on {companion.describe_device(device)}, batch {B}, "
+          f"{args.min_run_time:g} s of steps per model (torch.utils.benchmark.Timer)")
     print(f"{'model':<30} {'examples/s':>11} {'tokens/s':>10} {'torch-built ex/s':>17} {'ratio':>6}")
     for name, tokens, ours, ref in rows:
         ratio = f"{ours / ref:6.2f}" if ref else "     -"

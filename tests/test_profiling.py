@@ -1,21 +1,86 @@
 import time
+import timeit
 
 import pytest
+import torch
 
-from companion.profiling import cuda_peak_memory, time_call
+from companion import profiling
+from companion.profiling import cuda_peak_memory, measure, time_call
 
 
 def test_time_call_measures_sleep():
-    t = time_call(lambda: time.sleep(0.02), repeats=3, warmup=0)
+    t = time_call(lambda: time.sleep(0.02), min_run_time=0.1)
     assert 0.015 < t < 0.2
 
 
-def test_time_call_counts_runs():
+def test_fast_calls_are_timed_per_call_in_blocks():
+    """A fast function runs many times per block, and the time is per call, not per block."""
+    data = list(range(2000))
+
+    def fn():
+        return sum(data)
+
+    m = measure(fn, min_run_time=0.1)
+    assert m.number_per_run >= 10 and len(m.times) >= 2  # adaptive: blocks of many calls
+    direct = timeit.timeit(fn, number=2000) / 2000  # seconds per call, read independently
+    assert direct / 3 < time_call(fn, min_run_time=0.1) < 3 * direct
+
+
+def test_slow_calls_warm_up_then_run_once_per_block():
     calls = []
-    time_call(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(calls) == 6
-    with pytest.raises(ValueError, match="repeats must be >= 1"):
-        time_call(lambda: None, repeats=0)
+
+    def fn():
+        calls.append(time.perf_counter())
+        time.sleep(0.03)
+
+    m = measure(fn, min_run_time=0.05)
+    assert m.number_per_run == 1
+    # one warm-up call picks the block size (its time is not in m.times), then blocks until
+    # min_run_time seconds are measured
+    assert len(calls) == 1 + len(m.times) and len(m.times) >= 2
+    assert sum(m.times) >= 0.05
+
+
+def test_stat_picks_the_median_or_the_fastest_block(monkeypatch):
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    fixed = Measurement(number_per_run=10, raw_times=[0.5, 0.2, 0.9, 0.3], task_spec=TaskSpec("fn()", "pass"))
+    monkeypatch.setattr(profiling, "measure", lambda *a, **k: fixed)
+    assert time_call(lambda: None) == pytest.approx(0.04)  # median of 0.05, 0.02, 0.09, 0.03 s per call
+    assert time_call(lambda: None, stat="min") == pytest.approx(0.02)
+
+
+def test_runs_with_the_callers_threads():
+    # torch's Timer alone would run fn with one thread
+    seen = set()
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            time_call(lambda: seen.add(torch.get_num_threads()), min_run_time=0.01)
+            assert seen == {threads} and torch.get_num_threads() == threads
+            seen.clear()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_device_is_synchronised_before_every_clock_reading(monkeypatch):
+    """The clock is read only after the device finished its queued work: every block of
+    calls is followed by a synchronisation before its end time is read."""
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    real_clock = time.perf_counter
+
+    def clock():
+        events.append("clock")
+        return real_clock()
+
+    monkeypatch.setattr(profiling.time, "perf_counter", clock)
+    time_call(lambda: events.append("call"), device="cuda", min_run_time=0.01)
+    clock_at = [i for i, e in enumerate(events) if e == "clock"]
+    assert len(clock_at) >= 4 and all(events[i - 1] == "sync" for i in clock_at)
+    last_call = max(i for i, e in enumerate(events) if e == "call")
+    assert events[last_call + 1:] == ["sync", "clock"]  # the last call is waited for
 
 
 def test_cuda_peak_memory_is_none_on_cpu():
@@ -24,10 +89,20 @@ def test_cuda_peak_memory_is_none_on_cpu():
 
 def test_cpu_time_ignores_sleeping():
     # sleeping takes wall time but no processor time
-    assert time_call(lambda: time.sleep(0.05), repeats=2, warmup=0, cpu_time=True) < 0.02
-    busy = time_call(lambda: sum(range(300_000)), repeats=2, warmup=0, cpu_time=True)
-    assert busy > 0
-    with pytest.raises(ValueError, match="cannot time a cuda device"):
-        time_call(lambda: None, device="cuda", cpu_time=True)
-    with pytest.raises(ValueError, match="stat must be 'median' or 'min'"):
-        time_call(lambda: None, stat="mean")
+    # (the timer sizes its blocks by processor time: a waiting function runs many times)
+    assert time_call(lambda: time.sleep(0.0005), cpu_time=True, min_run_time=0.01) < 0.0002
+    busy = time_call(lambda: sum(range(300_000)), cpu_time=True, min_run_time=0.05)
+    assert busy > 1e-4  # a few ms of arithmetic
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: time_call(lambda: None, device="cuda", cpu_time=True), ValueError, "cannot time a cuda device"),
+    (lambda: time_call(lambda: None, stat="mean"), ValueError, "stat must be 'median' or 'min'"),
+    (lambda: time_call(lambda: None, min_run_time=0), ValueError, "min_run_time must be > 0"),
+    (lambda: time_call(lambda: None, min_run_time=float("nan")), ValueError, "min_run_time must be a finite"),
+    (lambda: time_call(None), TypeError, "fn must be a callable"),
+    (lambda: measure(3.0), TypeError, "fn must be a callable taking no arguments, got float"),
+])
+def test_messages(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

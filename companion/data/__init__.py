@@ -3,6 +3,7 @@
 - :mod:`companion.data.vocab`     tokens <-> ids, with ``<pad>``, ``<start>``, ``<end>``
 - :mod:`companion.data.shapes`    images of coloured shapes with captions (and labels)
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
+- :mod:`companion.data.expressions` arithmetic expressions -> bracketed parse trees
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
 - :mod:`companion.data.digits`    the UCI 8×8 handwritten digits (shipped in the package, no download)
 
@@ -11,12 +12,14 @@ by ``seed``, so the same call gives the same data on every machine; within a ses
 same call is generated once and served from memory (:mod:`companion.data.cache`).
 """
 
-from . import dates, digits, sequences, shapes, vocab
+from . import dates, digits, expressions, sequences, shapes, vocab
 from .dates import DateBatch, make_dates
 from .digits import DigitsSplit, digits_split
+from .expressions import ExpressionBatch, make_expressions
 from .sequences import SequenceBatch, make_sequence_task
 from .shapes import ShapesBatch, make_shapes
 from .vocab import Vocab
 
-__all__ = ["dates", "digits", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
-           "ShapesBatch", "Vocab", "digits_split", "make_dates", "make_sequence_task", "make_shapes"]
+__all__ = ["dates", "digits", "expressions", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit",
+           "ExpressionBatch", "SequenceBatch", "ShapesBatch", "Vocab", "digits_split", "make_dates",
+           "make_expressions", "make_sequence_task", "make_shapes"]
