@@ -4,8 +4,9 @@ For every chapter with exercises, one autograde run (teaching/autograde.py, the 
 teaching guide documents) grades three submissions: the instructor notebook (full marks),
 the untouched student edition (zero on every graded cell) and two planted ones: in the first
 one answer is wrong and one raises, in the second one returns NaN and one loops forever,
-and every other answer is right. Each planted mistake costs exactly its own cell's points,
-the right answers keep theirs, and grading finishes.
+and every other answer is right; chapters 2, 5 and 7 have a third, with a wrong assembly in
+the exercise that builds a training step or a layer (★★★). Each planted mistake costs exactly
+its own cell's points, the right answers keep theirs, and grading finishes.
 """
 
 import csv
@@ -29,8 +30,20 @@ HAVE_NBGRADER = importlib.util.find_spec("nbgrader") is not None
 needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER or not Path("/usr/bin/bwrap").exists(),
                                     reason="needs nbgrader (pip install -e '.[teach]') and bubblewrap")
 
+def _from_solution(chapter, grade_id, old, new):
+    """(grade_id, the instructor's solution with ``old`` replaced by ``new``): a planted mistake in
+    an exercise whose answer is a whole model or training step, too long to copy here."""
+    for c in json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]:
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            text = "".join(c["source"])
+            assert text.count(old) == 1, f"{chapter}/{grade_id}: {old!r} should occur once in the solution"
+            return grade_id, text.replace(old, new)
+    raise KeyError(f"{chapter} has no cell {grade_id!r}")
+
+
 # Per chapter: the solution cell (grade_id) whose source a planted submission replaces, for
-# each kind of mistake. The check cell of solution `x` is `x_check`.
+# each kind of mistake. The check cell of solution `x` is `x_check`. "build" (the exercises
+# that assemble a model or a training step) is planted in a submission of its own.
 PLANTS = {
     "01_rnn_captioning": {
         "wrong": ("rnn_teacher", "def teacher_forcing_pair(tokens):\n    return tokens[:, 1:], tokens[:, :-1]  # swapped\n"),
@@ -46,6 +59,9 @@ PLANTS = {
         "raise": ("seq2seq_additive", "def additive_scores(attn, query, keys):\n"
                   "    return attn.w(torch.tanh(attn.W_q(keys) + attn.W_k(query)))  # swapped: a shape error\n"),
         "loop": ("seq2seq_variance", "predicted_var_raw = 256\nwhile True:\n    pass\n"),
+        "build": _from_solution("02_seq2seq_attention", "seq2seq_train_step",
+                                "    optimizer.zero_grad()  # 1. forget the last step's gradients\n",
+                                "    # no optimizer.zero_grad(): the gradients of the steps pile up\n"),
     },
     "03_self_attention": {
         "wrong": ("self_window", "def window_mask(n, radius):\n    i = torch.arange(n)\n"
@@ -70,6 +86,8 @@ PLANTS = {
                 "    n = x.shape[0]\n    return torch.full((n, w_v.shape[1]), float('nan')), torch.full((n, n), float('nan'))\n"),
         "raise": ("multihead_params", "predicted_params_1_head = int('sixteen thousand')\n"),
         "loop": ("multihead_forward", "def multihead_forward(mha, x):\n    while True:\n        pass\n"),
+        "build": _from_solution("05_multihead_attention", "multihead_module", "/ math.sqrt(q.shape[-1])",
+                                "/ math.sqrt(query.shape[-1])  # scaled by sqrt(D), not sqrt(D_H)"),
     },
     "06_positional_encoding": {
         "wrong": ("pe_sinusoidal", "def my_sinusoidal(length, d_model, base=10000.0):\n"
@@ -90,6 +108,8 @@ PLANTS = {
         "raise": ("transformer_encoder", "def encoder_layer_forward(layer, x, mask=None):\n"
                   "    return layer.ffn(layer.self_attn(x, mask=mask))  # a tuple into a Linear: TypeError\n"),
         "loop": ("transformer_predict", "predicted_encoder_params = 3280\nwhile True:\n    pass\n"),
+        "build": _from_solution("07_transformer", "transformer_decoder", "self.self_attn(h, mask=mask)[0]",
+                                "self.self_attn(h)[0]  # no causal mask: every token sees the later ones"),
     },
     "08_vit_vs_cnn": {
         "wrong": ("vit_conv", "def linear_weight_from_conv(conv):\n"
@@ -177,8 +197,16 @@ def test_exercise_format(chapter):
 
 # --- autograding, end to end ----------------------------------------------------------------
 
-# Two planted submissions per chapter, so that each has right answers next to its mistakes.
-PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop")}
+# Two planted submissions per chapter, so that each has right answers next to its mistakes, and
+# a third for the chapters with a "build" plant (chapters 2, 5 and 7).
+PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop"), "planted-c": ("build",)}
+KINDS = ("wrong", "raise", "nan", "loop")  # every chapter plants these
+BUILD_CHAPTERS = ("02_seq2seq_attention", "05_multihead_attention", "07_transformer")
+
+
+def planted_kinds(chapter, who):
+    """The mistakes planted in ``who``'s submission of ``chapter`` (none: no submission)."""
+    return tuple(k for k in PLANTED[who] if k in PLANTS[chapter])
 
 
 def plant(chapter, instructor: Path, dest: Path, kinds):
@@ -199,8 +227,9 @@ def grades(tmp_path_factory):
     course.generate_student_notebooks(CHAPTERS, subs / "untouched", tmp / "generate")
     for ch in CHAPTERS:
         (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text())
-        for who, kinds in PLANTED.items():
-            plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / who / f"{ch}.ipynb", kinds)
+        for who in PLANTED:
+            if planted_kinds(ch, who):
+                plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / who / f"{ch}.ipynb", planted_kinds(ch, who))
     out = tmp / "grades.csv"
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
@@ -216,6 +245,30 @@ def grades(tmp_path_factory):
 
 def test_every_chapter_with_exercises_has_planted_mistakes():
     assert sorted(PLANTS) == CHAPTERS, "add the new chapter's planted mistakes to PLANTS"
+    for chapter, plants in PLANTS.items():
+        assert set(KINDS) <= set(plants) <= {*KINDS, "build"}, chapter
+    assert sorted(ch for ch in PLANTS if "build" in PLANTS[ch]) == sorted(BUILD_CHAPTERS)
+
+
+def test_every_part_of_the_book_has_an_exercise_that_builds():
+    """Issue 15: each part (RNNs to attention, attention as a layer, Transformers, the capstone)
+    has a graded exercise rated ★★★ that assembles a model or a training step, and every
+    exercise carries its difficulty, one to three stars."""
+    parts = {"02_seq2seq_attention": ("01", "02"), "05_multihead_attention": ("03", "04", "05", "06"),
+             "07_transformer": ("07", "08"), "09_capstone_captioning": ("09",)}
+    for part in parts.values():
+        built = [ch for ch in CHAPTERS if ch[:2] in part and any(
+            "(★★★, " in source(c) and "points)" in source(c) for c in cells(ch))]
+        assert built, f"no ★★★ graded exercise in chapters {part}"
+    for ch in CHAPTERS:
+        for c in cells(ch):
+            if c["metadata"].get("exercise", {}).get("label"):
+                assert re.search(r"\((★{1,3}), (\d+ points|ungraded;)", source(c)), (ch, source(c)[:80])
+    for chapter in BUILD_CHAPTERS:  # the planted wrong assembly targets a ★★★ exercise
+        cs = cells(chapter)
+        answer = next(i for i, c in enumerate(cs) if meta(c).get("grade_id") == PLANTS[chapter]["build"][0])
+        exercise = next(source(c) for c in reversed(cs[:answer]) if c["metadata"].get("exercise", {}).get("label"))
+        assert "(★★★, " in exercise, exercise[:80]
 
 
 @needs_nbgrader
@@ -243,9 +296,12 @@ def test_untouched_student_notebook_gets_zero(grades, chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_each_planted_mistake_costs_its_own_cell_only(grades, chapter):
     grades, _ = grades
-    assert sorted(k for kinds in PLANTED.values() for k in kinds) == sorted(PLANTS[chapter])
+    assert sorted(k for who in PLANTED for k in planted_kinds(chapter, who)) == sorted(PLANTS[chapter])
     points = course.graded_cells(chapter)
-    for who, kinds in PLANTED.items():
+    for who in PLANTED:
+        kinds = planted_kinds(chapter, who)
+        if not kinds:
+            continue
         planted = {f"{PLANTS[chapter][kind][0]}_check": kind for kind in kinds}
         assert len(planted) == len(kinds) < len(points), "each planted submission keeps right answers"
         for cell, pts in points.items():
