@@ -35,6 +35,7 @@ from torch import nn
 import companion
 from companion import attention, checks, data, decoding, device, masks, models, multihead, positional, selfattention
 from companion import train as train_mod
+from companion.models import blocks
 from companion.models import transformer as tfm
 from companion.models import vit as vit_mod
 
@@ -387,28 +388,28 @@ case("Transformer.step up to max_len (cache)", lambda: decode_past_max_len(T, 8)
 case("Transformer.step(prev out of range)", lambda: T.step(torch.tensor([1, 11]), T.start(tsrc)))
 case("Transformer.step(prev float)", lambda: T.step(torch.tensor([1.0, 2.0]), T.start(tsrc)))
 case("Transformer.step(prev batch 3)", lambda: T.step(torch.tensor([1, 2, 3]), T.start(tsrc)))
-ln = tfm.LayerNorm(8)
-case("LayerNorm(eps=0)", lambda: tfm.LayerNorm(8, eps=0))
-case("LayerNorm(eps=nan)", lambda: tfm.LayerNorm(8, eps=nan))
+ln = blocks.LayerNorm(8)
+case("LayerNorm(eps=0)", lambda: blocks.LayerNorm(8, eps=0))
+case("LayerNorm(eps=nan)", lambda: blocks.LayerNorm(8, eps=nan))
 case("LayerNorm(None)", lambda: ln(None))
 case("LayerNorm(float64 x)", lambda: ln(torch.randn(2, 8).double()))
-case("layer_norm(eps=0)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=0.0))
-case("layer_norm(eps=-1)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=-1.0))
-case("layer_norm(x None)", lambda: tfm.layer_norm(None, torch.ones(8), torch.zeros(8)))
-case("layer_norm(weight of size 4)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(4), torch.zeros(4)))
-case("layer_norm of a constant row = bias", lambda: tfm.layer_norm(torch.ones(1, 4), torch.ones(4), torch.arange(4.0)),
+case("layer_norm(eps=0)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=0.0))
+case("layer_norm(eps=-1)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=-1.0))
+case("layer_norm(x None)", lambda: blocks.layer_norm(None, torch.ones(8), torch.zeros(8)))
+case("layer_norm(weight of size 4)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(4), torch.zeros(4)))
+case("layer_norm of a constant row = bias", lambda: blocks.layer_norm(torch.ones(1, 4), torch.ones(4), torch.arange(4.0)),
      lambda r: torch.allclose(r, torch.arange(4.0)[None]))
-ffn = tfm.FeedForward(8, 16)
-case("FeedForward(dropout=1.5)", lambda: tfm.FeedForward(8, 16, dropout=1.5))
+ffn = blocks.FeedForward(8, 16)
+case("FeedForward(dropout=1.5)", lambda: blocks.FeedForward(8, 16, dropout=1.5))
 case("FeedForward(None)", lambda: ffn(None))
 case("FeedForward(x of width 4)", lambda: ffn(torch.randn(2, 3, 4)))
 case("FeedForward(float64)", lambda: ffn(torch.randn(2, 3, 8).double()))
-enc = tfm.EncoderLayer(8, 2, 16).eval()
+enc = blocks.EncoderLayer(8, 2, 16).eval()
 case("EncoderLayer(float64 x)", lambda: enc(torch.randn(2, 3, 8).double()))
 case("EncoderLayer(None)", lambda: enc(None))
 case("EncoderLayer((B, N, N) mask, B = H)", lambda: enc(torch.randn(2, 3, 8), mask=torch.ones(2, 3, 3, dtype=torch.bool)))
 case("EncoderLayer.load_from_torch(None)", lambda: enc.load_from_torch(None))
-dec = tfm.DecoderLayer(8, 2, 16).eval()
+dec = blocks.DecoderLayer(8, 2, 16).eval()
 case("DecoderLayer: memory float64", lambda: dec(torch.randn(2, 3, 8), torch.randn(2, 4, 8).double()))
 case("DecoderLayer: cache but 2 new tokens", lambda: dec(torch.randn(2, 2, 8), torch.randn(2, 4, 8), cache={}))
 case("Encoder(num_layers=0)", lambda: tfm.Encoder(0, 8, 2, 16))
@@ -439,7 +440,7 @@ case("SmallCNN(channels=(0,))", lambda: models.SmallCNN(1, 10, channels=(0,)))
 small = models.SmallCNN(1, 10, channels=(4,))
 case("SmallCNN(float64)", lambda: small(torch.randn(1, 1, 8, 8).double()))
 case("SmallCNN(None)", lambda: small(None))
-case("count_parameters('cnn')", lambda: models.count_parameters("cnn"))
+case("count_parameters('cnn')", lambda: companion.profiling.count_parameters("cnn"))
 
 # decoding -------------------------------------------------------------------------------
 def step4(prev, state):
@@ -546,10 +547,10 @@ for kw in ({"p_two": nan}, {"p_two": 1.5}, {"p_two": "0.5"}, {"noise": nan}, {"n
     case(f"make_shapes(5, {kw})", lambda kw=kw: data.make_shapes(5, **kw))
 case("digits_split(0)", lambda: data.digits_split(0))
 case("digits_split(2000)", lambda: data.digits_split(2000))
-case("shift_images(dx=1.5)", lambda: data.digits.shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0))
-case("shift_images(None)", lambda: data.digits.shift_images(None, 1, 0))
-case("shift_images(dx=4 of W=4)", lambda: data.digits.shift_images(torch.zeros(1, 1, 4, 4), 4, 0))
-case("shift_images(dx=-1) right", lambda: data.digits.shift_images(torch.arange(4.0).reshape(1, 1, 1, 4), -1, 0),
+case("shift_images(dx=1.5)", lambda: data.transforms.shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0))
+case("shift_images(None)", lambda: data.transforms.shift_images(None, 1, 0))
+case("shift_images(dx=4 of W=4)", lambda: data.transforms.shift_images(torch.zeros(1, 1, 4, 4), 4, 0))
+case("shift_images(dx=-1) right", lambda: data.transforms.shift_images(torch.arange(4.0).reshape(1, 1, 1, 4), -1, 0),
      lambda r: r.flatten().tolist() == [1.0, 2.0, 3.0, 0.0])
 vocab = data.Vocab(["a", "b"])
 case("Vocab([1])", lambda: data.Vocab([1]))

@@ -14,7 +14,7 @@ Each module holds one idea of the book:
                               the Transformer, the Vision Transformer, a small CNN
 - :mod:`companion.train`      one training loop, evaluation helpers
 - :mod:`companion.decoding`   greedy decoding and beam search through a step function
-- :mod:`companion.profiling`  timing and memory measurements
+- :mod:`companion.profiling`  timing, memory and parameter counts
 - :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
 """

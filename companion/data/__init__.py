@@ -5,18 +5,19 @@
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
 - :mod:`companion.data.digits`    the UCI 8×8 handwritten digits (shipped in the package, no download)
+- :mod:`companion.data.transforms` changes of image batches (shifts) to test what a model does with them
 
 Every generator draws its random numbers in one batch from a generator seeded
 by ``seed``, so the same call gives the same data on every machine; within a session the
 same call is generated once and served from memory (:mod:`companion.data.cache`).
 """
 
-from . import dates, digits, sequences, shapes, vocab
+from . import dates, digits, sequences, shapes, transforms, vocab
 from .dates import DateBatch, make_dates
 from .digits import DigitsSplit, digits_split
 from .sequences import SequenceBatch, make_sequence_task
 from .shapes import ShapesBatch, make_shapes
 from .vocab import Vocab
 
-__all__ = ["dates", "digits", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
+__all__ = ["dates", "digits", "sequences", "shapes", "transforms", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
            "ShapesBatch", "Vocab", "digits_split", "make_dates", "make_sequence_task", "make_shapes"]

@@ -104,7 +104,7 @@ class TransformerCaptioner(nn.Module):
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``Embedding(ids) · sqrt(d)`` plus the sinusoidal position ``offset + t`` of each token."""
         x = self.tgt_embed(ids) * math.sqrt(self.config.d_model)  # (B, T, d)
-        return x + self.pos.pe[offset: offset + ids.shape[1]].to(x.dtype)  # (B, T, d)
+        return self.pos(x, offset)  # (B, T, d)
 
     def _check_ids(self, ids: torch.Tensor, offset: int = 0) -> None:
         require_tensor("tokens_in", ids)
