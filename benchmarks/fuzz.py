@@ -116,7 +116,7 @@ def finite(t) -> bool:
 
 
 # attention ------------------------------------------------------------------------------
-for fn_name, fn in (("scaled_dot_product_attention", attention.scaled_dot_product_attention),
+for fn_name, fn in (("attention_with_weights", attention.attention_with_weights),
                     ("fused_attention", attention.fused_attention)):
     case(f"{fn_name}: head size 0", lambda fn=fn: fn(torch.randn(2, 5, 0), torch.randn(2, 7, 0), v))
     case(f"{fn_name}: no keys (N_k = 0)", lambda fn=fn: fn(q, torch.randn(2, 0, 8), torch.randn(2, 0, 4)))
@@ -604,7 +604,7 @@ for label, w, m in (("NaN weights", torch.tensor([[nan, 1.0]]), None), ("all-NaN
     case(f"check_attention_weights: {label}", lambda w=w, m=m: checks.check_attention_weights(w, m))
 case("check_attention_weights(atol=nan)", lambda: checks.check_attention_weights(torch.tensor([[2.0, 2.0]]), atol=nan))
 case("check_attention_weights: valid causal", lambda: checks.check_attention_weights(
-    attention.scaled_dot_product_attention(q, q, q, masks.causal_mask(5))[1], masks.causal_mask(5)), lambda r: r is None)
+    attention.attention_with_weights(q, q, q, masks.causal_mask(5))[1], masks.causal_mask(5)), lambda r: r is None)
 for label, actual, expected in (("__eq__ always True", AlwaysEqual(), 12), ("tuple holding such an object",
                                                                            (AlwaysEqual(), 3), (2, 3)),
                                 ("1 vs True", 1, True), ("'12' vs 12", "12", 12), ("NaN vs 12", nan, 12),

@@ -39,7 +39,7 @@ from . import (
     selfattention,
     train,
 )
-from .attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
+from .attention import AdditiveAttention, attention_with_weights, fused_attention
 from .device import default_device, describe_device, seed_everything
 from .masks import causal_mask, padding_mask
 from .multihead import MultiHeadAttention
@@ -64,6 +64,6 @@ __all__ = [
     "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
     "profiling", "progress", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
-    "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
+    "describe_device", "fused_attention", "padding_mask", "attention_with_weights",
     "seed_everything", "sinusoidal_encoding",
 ]

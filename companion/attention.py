@@ -7,8 +7,10 @@ The explicit path written out the way the book writes it:
     A = softmax(E, dim=-1)    # (..., N_q, N_k) each row sums to 1
     Y = A V                   # (..., N_q, D_v)
 
-and the fused path, ``torch.nn.functional.scaled_dot_product_attention``,
-which computes the same thing in one kernel without storing ``A``.
+(:func:`attention_with_weights`, which returns ``(Y, A)``) and the fused path,
+``torch.nn.functional.scaled_dot_product_attention``, which computes the same ``Y`` in one
+kernel without storing ``A`` and returns ``Y`` alone (:func:`fused_attention` calls it with the
+course's checks). The companion has no function of torch's name: a name means what torch means.
 """
 
 from __future__ import annotations
@@ -87,14 +89,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     return weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
 
 
-def scaled_dot_product_attention(
+def attention_with_weights(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention, explicit path.
+    """Scaled dot-product attention, explicit path, that also returns the weights.
 
     ``softmax(Q Kᵀ / sqrt(d)) V`` with shapes
     ``q (..., N_q, d)``, ``k (..., N_k, d)``, ``v (..., N_k, d_v)`` and a boolean
@@ -127,7 +129,7 @@ def fused_attention(
 ) -> torch.Tensor:
     """The same computation by PyTorch's fused kernel.
 
-    Same arguments and mask convention as :func:`scaled_dot_product_attention`,
+    Same arguments and mask convention as :func:`attention_with_weights`,
     but returns only the output ``(..., N_q, d_v)``: the fused kernel never
     stores the ``N_q × N_k`` weights, which is why it is faster and lighter.
     """
@@ -213,7 +215,7 @@ class DotProductAttention(nn.Module):
 
     ``q = W_Q s``, keys ``k_i = W_K h_i``, values ``v_i = W_V h_i``, then
     ``e_i = q·k_i / sqrt(d)``, ``a = softmax(e)``, ``c = Σ_i a_i v_i``, computed by
-    :func:`scaled_dot_product_attention`.
+    :func:`attention_with_weights`.
 
     Call with ``query (B, query_dim)``, ``keys (B, N, key_dim)`` and a boolean
     ``mask (B, N)`` (True = real key); returns ``(context (B, dim), weights (B, N))``.
@@ -243,7 +245,7 @@ class DotProductAttention(nn.Module):
         k, v = self.project(keys) if projected is None else projected  # (B, N, d) each
         q = self.W_Q(query)[:, None, :]  # (B, 1, d)
         m = None if mask is None else mask[:, None, :]  # (B, 1, N)
-        out, weights = scaled_dot_product_attention(q, k, v, m)  # (B, 1, d), (B, 1, N)
+        out, weights = attention_with_weights(q, k, v, m)  # (B, 1, d), (B, 1, N)
         return out[:, 0], weights[:, 0]  # (B, d), (B, N)
 
     def _check_query(self, query) -> None:

@@ -25,7 +25,7 @@ from einops import rearrange
 from torch import nn
 
 from ._validate import require_float, require_matches_parameters, require_number, require_positive_int, require_rank
-from .attention import check_attention_shapes, scaled_dot_product_attention
+from .attention import attention_with_weights, check_attention_shapes
 
 
 class MultiHeadAttention(nn.Module):
@@ -124,7 +124,7 @@ class MultiHeadAttention(nn.Module):
             weights = None
         else:
             # Step 2: QK similarity -> softmax; Step 3: V weighting (dropout on the weights).
-            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+            heads, weights = attention_with_weights(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
         # Step 4: concatenate heads and project back to D.
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)

@@ -128,7 +128,7 @@ LIBRARY = {  # the companion answering the exercise for the student
                        "n, L = max(ex_v.lengths), ex_v.lengths[1]\npredicted_shape = (len(ex_v.lengths), 1, n, n)\n"
                        "predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n",
     "masking_softmax": ("def masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
-                        "    return scaled_dot_product_attention(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
+                        "    return attention_with_weights(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
     "masking_left": ("import importlib, companion.masks\nfresh = importlib.reload(companion.masks)\n"
                      "def left_padding_mask(lengths, max_len):\n"
                      "    return fresh.padding_mask(lengths, max_len=max_len).flip(-1)\n"),

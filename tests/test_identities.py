@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from companion.attention import scaled_dot_product_attention
+from companion.attention import attention_with_weights
 from companion.masks import causal_mask, key_mask, padding_mask
 from companion.multihead import MultiHeadAttention
 from companion.positional import sinusoidal_encoding
@@ -53,7 +53,7 @@ def test_dft_value_matrix_cannot_create_frequencies():
     n = 256
     t = torch.arange(n, dtype=torch.float64) / n
     X = torch.stack([torch.sin(2 * math.pi * f * t) for f in (3, 17)])  # (2, n)
-    _, A = scaled_dot_product_attention(X, X, X)
+    _, A = attention_with_weights(X, X, X)
     Y = A.to(torch.complex128) @ (X.to(torch.complex128) @ dft_matrix(n))  # (2, n)
     assert Y[:, 10].abs().max() < 1e-10 * Y.abs().max()
     assert Y[0, 3].abs() > 100 and Y[1, 17].abs() > 100  # each row: the spectrum of its own signal
