@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 import companion
-from companion import attention, checks, data, decoding, device, masks, models, multihead, positional, selfattention
+from companion import attention, checks, conv_as_attention, data, decoding, device, dft, masks, models, multihead, positional
 from companion import train as train_mod
 from companion.models import blocks
 from companion.models import transformer as tfm
@@ -269,26 +269,26 @@ case("SinusoidalPE(2-D)", lambda: spe(torch.zeros(5, 8)))
 case("SinusoidalPE(float64)", lambda: spe(torch.zeros(1, 5, 8, dtype=torch.float64)),
      lambda y: y.dtype == torch.float64 and torch.allclose(y[0].float(), positional.sinusoidal_encoding(5, 8)))
 
-# selfattention --------------------------------------------------------------------------
-case("dft_matrix(0)", lambda: selfattention.dft_matrix(0))
-case("dft_matrix(4, float32)", lambda: selfattention.dft_matrix(4, torch.float32))
-case("kernel_offsets(2)", lambda: selfattention.kernel_offsets(2))
-case("kernel_offsets(0)", lambda: selfattention.kernel_offsets(0))
-case("ConvAsSelfAttention(kernel_size=2)", lambda: selfattention.ConvAsSelfAttention(1, 1, 2))
-case("ConvAsSelfAttention(alpha=nan)", lambda: selfattention.ConvAsSelfAttention(1, 1, 3, alpha=nan))
-case("ConvAsSelfAttention(in_channels=0)", lambda: selfattention.ConvAsSelfAttention(0, 1, 3))
-conv_attn = selfattention.ConvAsSelfAttention(2, 3, 3)
+# dft, conv_as_attention ------------------------------------------------------------------
+case("dft_matrix(0)", lambda: dft.dft_matrix(0))
+case("dft_matrix(4, float32)", lambda: dft.dft_matrix(4, torch.float32))
+case("kernel_offsets(2)", lambda: conv_as_attention.kernel_offsets(2))
+case("kernel_offsets(0)", lambda: conv_as_attention.kernel_offsets(0))
+case("ConvAsSelfAttention(kernel_size=2)", lambda: conv_as_attention.ConvAsSelfAttention(1, 1, 2))
+case("ConvAsSelfAttention(alpha=nan)", lambda: conv_as_attention.ConvAsSelfAttention(1, 1, 3, alpha=nan))
+case("ConvAsSelfAttention(in_channels=0)", lambda: conv_as_attention.ConvAsSelfAttention(0, 1, 3))
+conv_attn = conv_as_attention.ConvAsSelfAttention(2, 3, 3)
 case("ConvAsSelfAttention(long x)", lambda: conv_attn(torch.ones(1, 2, 4, 4, dtype=torch.long)))
 case("ConvAsSelfAttention(float64 x)", lambda: conv_attn(torch.ones(1, 2, 4, 4, dtype=torch.float64)))
 case("ConvAsSelfAttention(None)", lambda: conv_attn(None))
 case("ConvAsSelfAttention(wrong channels)", lambda: conv_attn(torch.ones(1, 3, 4, 4)))
-case("ConvAsSelfAttention.from_conv(str)", lambda: selfattention.ConvAsSelfAttention.from_conv("conv"))
+case("ConvAsSelfAttention.from_conv(str)", lambda: conv_as_attention.ConvAsSelfAttention.from_conv("conv"))
 case("ConvAsSelfAttention.from_conv(strided)",
-     lambda: selfattention.ConvAsSelfAttention.from_conv(nn.Conv2d(1, 1, 3, stride=2, padding=1)))
+     lambda: conv_as_attention.ConvAsSelfAttention.from_conv(nn.Conv2d(1, 1, 3, stride=2, padding=1)))
 case("ConvAsSelfAttention.relative_scores(0, 3)", lambda: conv_attn.relative_scores(0, 3))
 _conv = nn.Conv2d(2, 3, 3, padding=1)
 case("ConvAsSelfAttention.from_conv equals the conv",
-     lambda: (selfattention.ConvAsSelfAttention.from_conv(_conv)(x := torch.randn(1, 2, 5, 5)), _conv(x)),
+     lambda: (conv_as_attention.ConvAsSelfAttention.from_conv(_conv)(x := torch.randn(1, 2, 5, 5)), _conv(x)),
      lambda r: torch.allclose(r[0], r[1], atol=1e-4))
 
 # models: captioning ---------------------------------------------------------------------

@@ -7,7 +7,8 @@ Each module holds one idea of the book:
 - :mod:`companion.masks`      causal and padding masks (True = may attend)
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
-- :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
+- :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
+- :mod:`companion.conv_as_attention` a convolution written as multi-head self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
@@ -26,9 +27,11 @@ import torch as _torch
 from . import (
     attention,
     checks,
+    conv_as_attention,
     data,
     decoding,
     device,
+    dft,
     masks,
     models,
     multihead,
@@ -36,7 +39,6 @@ from . import (
     positional,
     profiling,
     progress,
-    selfattention,
     train,
 )
 from .attention import AdditiveAttention, attention_with_weights, fused_attention
@@ -61,9 +63,8 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
-    "profiling", "progress", "selfattention", "train",
-    "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
-    "describe_device", "fused_attention", "padding_mask", "attention_with_weights",
-    "seed_everything", "sinusoidal_encoding",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "masks", "models", "multihead",
+    "plotting", "positional", "profiling", "progress", "train",
+    "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
+    "describe_device", "fused_attention", "padding_mask", "seed_everything", "sinusoidal_encoding",
 ]

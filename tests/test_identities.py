@@ -5,10 +5,10 @@ import math
 import torch
 
 from companion.attention import attention_with_weights
+from companion.dft import dft_matrix
 from companion.masks import causal_mask, key_mask, padding_mask
 from companion.multihead import MultiHeadAttention
 from companion.positional import sinusoidal_encoding
-from companion.selfattention import dft_matrix
 
 
 def test_self_attention_is_permutation_equivariant_until_positions_are_added():
