@@ -164,13 +164,13 @@ for n in (0, -1, 1.5, "3", True, None):
 case("causal_mask(3)", lambda: masks.causal_mask(3), lambda m: torch.equal(m, torch.ones(3, 3).tril().bool()))
 for lengths, max_len in (([], None), ([3, -1], None), ([1.5], None), ([[1]], None), ("abc", None), (None, None),
                          ([3], 2), ([3], 0), ([True, False], None), (torch.tensor([2.0]), None)):
-    case(f"padding_mask({lengths!r}, max_len={max_len})", lambda a=lengths, m=max_len: masks.padding_mask(a, m))
-case("padding_mask([0, 2])", lambda: masks.padding_mask([0, 2]),
+    case(f"real_token_mask({lengths!r}, max_len={max_len})", lambda a=lengths, m=max_len: masks.real_token_mask(a, m))
+case("real_token_mask([0, 2])", lambda: masks.real_token_mask([0, 2]),
      lambda m: torch.equal(m, torch.tensor([[False, False], [True, True]])))
-case("key_mask(list)", lambda: masks.key_mask([[True]]))
-case("key_mask(3-D)", lambda: masks.key_mask(torch.ones(2, 3, 4, dtype=torch.bool)))
-case("key_mask(float padding)", lambda: masks.key_mask(torch.ones(2, 3)))
-case("key_mask(lengths instead of a mask)", lambda: masks.key_mask(torch.tensor([[3, 2]])))
+case("real_key_mask(list)", lambda: masks.real_key_mask([[True]]))
+case("real_key_mask(3-D)", lambda: masks.real_key_mask(torch.ones(2, 3, 4, dtype=torch.bool)))
+case("real_key_mask(float padding)", lambda: masks.real_key_mask(torch.ones(2, 3)))
+case("real_key_mask(lengths instead of a mask)", lambda: masks.real_key_mask(torch.tensor([[3, 2]])))
 case("to_torch_attn_mask(float)", lambda: masks.to_torch_attn_mask(torch.ones(2, 2)))
 case("to_key_padding_mask(None)", lambda: masks.to_key_padding_mask(None))
 for dt in (torch.bool, torch.long, "float32", torch.complex64):

@@ -4,7 +4,7 @@ Each module holds one idea of the book:
 
 - :mod:`companion.device`     where code runs (CUDA, MPS, CPU) and seeding
 - :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
-- :mod:`companion.masks`      causal and padding masks (True = may attend)
+- :mod:`companion.masks`      causal and real-token masks (True = may attend), conversions to torch
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
@@ -43,7 +43,7 @@ from . import (
 )
 from .attention import AdditiveAttention, attention_with_weights, fused_attention
 from .device import default_device, describe_device, seed_everything
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, real_token_mask
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 
@@ -66,5 +66,5 @@ __all__ = [
     "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "masks", "models", "multihead",
     "plotting", "positional", "profiling", "progress", "train",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
-    "describe_device", "fused_attention", "padding_mask", "seed_everything", "sinusoidal_encoding",
+    "describe_device", "fused_attention", "real_token_mask", "seed_everything", "sinusoidal_encoding",
 ]

@@ -45,7 +45,7 @@ class MultiHeadAttention(nn.Module):
     ``query (B, N_q, D)``, ``key``/``value (B, N_k, D)`` (default: ``query``,
     i.e. self-attention), ``mask`` boolean (True = may attend) broadcastable to
     ``(B, H, N_q, N_k)``, e.g. ``causal_mask(N)`` of shape ``(N_q, N_k)`` or
-    ``key_mask(padding)`` of shape ``(B, 1, 1, N_k)``.
+    ``real_key_mask(real_tokens)`` of shape ``(B, 1, 1, N_k)``.
 
     Returns ``(output (B, N_q, D), weights (B, H, N_q, N_k) or None)``.
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from companion.attention import AdditiveAttention, DotProductAttention, attention_with_weights, fused_attention
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 
 
 def qkv(B=2, H=3, Nq=5, Nk=7, d=8, dv=6, dtype=torch.float32):
@@ -32,7 +32,7 @@ def test_explicit_equals_torch_fused(mask_kind):
     if mask_kind == "causal":
         mask = causal_mask(6)
     elif mask_kind == "padding":
-        mask = key_mask(padding_mask([6, 3], 6))
+        mask = real_key_mask(real_token_mask([6, 3], 6))
     elif mask_kind == "random":
         mask = torch.rand(2, 3, 6, 6) > 0.3
         mask[..., 0] = True  # keep every row attending to something
@@ -44,7 +44,7 @@ def test_explicit_equals_torch_fused(mask_kind):
 
 def test_rows_sum_to_one_and_masked_weights_are_exactly_zero():
     q, k, v = qkv(Nq=6, Nk=6)
-    mask = causal_mask(6) & key_mask(padding_mask([6, 4], 6))  # (2, 1, 6, 6)
+    mask = causal_mask(6) & real_key_mask(real_token_mask([6, 4], 6))  # (2, 1, 6, 6)
     _, w = attention_with_weights(q, k, v, mask)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, 6))
     assert (w.masked_select(~mask.expand_as(w)) == 0).all()
@@ -82,7 +82,7 @@ def test_additive_attention_matches_formula_and_ignores_padding():
     att = AdditiveAttention(query_dim=4, key_dim=6, hidden_dim=5)
     s = torch.randn(2, 4)
     h = torch.randn(2, 7, 6)
-    mask = padding_mask([7, 4], 7)
+    mask = real_token_mask([7, 4], 7)
     context, w = att(s, h, mask=mask)
     assert context.shape == (2, 6) and w.shape == (2, 7)
     # by hand: e_i = w^T tanh(W_q s + W_k h_i)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 from companion.models.blocks import DecoderLayer, EncoderLayer, FeedForward, LayerNorm, layer_norm
 
 D, H, FF = 16, 4, 32
@@ -104,9 +104,9 @@ def test_encoder_layer_equals_torch(norm_first):
     theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
     ours = EncoderLayer(D, H, FF, norm_first=norm_first).load_from_torch(theirs).eval()
     x = torch.randn(3, 6, D)
-    real = padding_mask([6, 4, 2])  # (B, N) True = real token
+    real = real_token_mask([6, 4, 2])  # (B, N) True = real token
     # our mask: True = may attend; torch's key padding mask: True = padding
-    out_ours = ours(x, mask=key_mask(real))
+    out_ours = ours(x, mask=real_key_mask(real))
     out_theirs = theirs(x, src_key_padding_mask=~real)
     assert torch.allclose(out_ours[real], out_theirs[real], atol=1e-5)
     # with a causal attention mask as well
@@ -122,8 +122,8 @@ def test_decoder_layer_equals_torch(norm_first):
     theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
     ours = DecoderLayer(D, H, FF, norm_first=norm_first).load_from_torch(theirs).eval()
     y, memory = torch.randn(2, 5, D), torch.randn(2, 7, D)
-    real = padding_mask([7, 3])
-    out_ours = ours(y, memory, self_mask=causal_mask(5), memory_mask=key_mask(real), need_weights=True)
+    real = real_token_mask([7, 3])
+    out_ours = ours(y, memory, self_mask=causal_mask(5), memory_mask=real_key_mask(real), need_weights=True)
     out_theirs = theirs(y, memory, tgt_mask=~causal_mask(5), memory_key_padding_mask=~real)
     assert torch.allclose(out_ours, out_theirs, atol=1e-5)
     # cross-attention: queries from the decoder (5), keys from the memory (7); padding gets no weight

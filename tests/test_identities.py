@@ -6,7 +6,7 @@ import torch
 
 from companion.attention import attention_with_weights
 from companion.dft import dft_matrix
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 from companion.multihead import MultiHeadAttention
 from companion.positional import sinusoidal_encoding
 
@@ -40,11 +40,11 @@ def test_causal_mask_hides_the_future_exactly():
 def test_padded_batch_gives_the_unpadded_outputs():
     mha = MultiHeadAttention(8, 2).eval()
     lengths = [5, 3]
-    pad = padding_mask(lengths, 5)
+    real = real_token_mask(lengths, 5)
     x = torch.randn(2, 5, 8)
-    x[~pad] = 50.0
+    x[~real] = 50.0
     with torch.no_grad():
-        out = mha(x, mask=key_mask(pad))[0]
+        out = mha(x, mask=real_key_mask(real))[0]
         for b, n in enumerate(lengths):
             torch.testing.assert_close(out[b, :n], mha(x[b:b + 1, :n])[0][0], atol=1e-5, rtol=1e-5)
 

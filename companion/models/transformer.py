@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .._validate import require_int, require_positive_int, require_probability, require_token_ids
-from ..masks import causal_mask, key_mask
+from ..masks import causal_mask, real_key_mask
 from ..positional import SinusoidalPositionalEncoding
 from .blocks import DecoderLayer, EncoderLayer, LayerNorm
 
@@ -127,7 +127,7 @@ class Transformer(nn.Module):
     def encode(self, src: torch.Tensor, need_weights: bool = False):
         """``src (B, N)`` -> ``(memory (B, N, d), memory_mask (B, 1, 1, N))``."""
         self._check_ids("src", src)
-        memory_mask = key_mask(src != self.config.pad_id)  # (B, 1, 1, N) True = real token
+        memory_mask = real_key_mask(src != self.config.pad_id)  # (B, 1, 1, N) True = real token
         memory = self.encoder(self.embed(src, self.src_embed), memory_mask, need_weights)  # (B, N, d)
         return memory, memory_mask
 
