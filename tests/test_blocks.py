@@ -170,3 +170,19 @@ def test_blocks_name_dtype_and_dropout_mistakes():
         EncoderLayer(D, H, FF)(torch.randn(2, 3, D, dtype=torch.float64))
     with pytest.raises(TypeError, match="layer must be a torch.nn.TransformerEncoderLayer"):
         EncoderLayer(D, H, FF).load_from_torch(None)
+
+
+def test_one_norm_first_default_for_every_class():
+    # pre-norm everywhere: a layer, a stack and a model built with the defaults agree
+    import dataclasses
+    import inspect
+
+    from companion.models import CaptionerConfig, TransformerConfig, ViT
+    from companion.models.transformer import Decoder, Encoder
+
+    defaults = {cls.__name__: inspect.signature(cls).parameters["norm_first"].default
+                for cls in (EncoderLayer, DecoderLayer, Encoder, Decoder, ViT)}
+    for config in (TransformerConfig, CaptionerConfig):
+        defaults[config.__name__] = next(f.default for f in dataclasses.fields(config) if f.name == "norm_first")
+    assert defaults == dict.fromkeys(defaults, True)
+    assert EncoderLayer(D, H, FF).norm_first and isinstance(Encoder(1, D, H, FF).norm, LayerNorm)

@@ -127,7 +127,7 @@ class EncoderLayer(nn.Module):
     ``dropout`` applies inside attention and the FFN and to each sublayer's output.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         _check_norm_first(norm_first)
         self.d_model, self.norm_first = d_model, norm_first
@@ -175,7 +175,7 @@ class DecoderLayer(nn.Module):
     ``self.cross_weights (B, H, T, N)`` keep the attention maps.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         _check_norm_first(norm_first)
         self.d_model, self.norm_first = d_model, norm_first

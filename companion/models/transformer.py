@@ -26,7 +26,7 @@ from .blocks import DecoderLayer, EncoderLayer, LayerNorm
 class Encoder(nn.Module):
     """A stack of :class:`EncoderLayer`; pre-norm stacks end with one more LayerNorm."""
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         require_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
@@ -42,7 +42,7 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """A stack of :class:`DecoderLayer`; pre-norm stacks end with one more LayerNorm."""
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         require_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
