@@ -25,8 +25,8 @@ from ._validate import (
     require_bool_mask,
     require_float,
     require_matches_parameters,
-    require_number,
     require_positive_int,
+    require_probability,
     require_rank,
 )
 
@@ -64,18 +64,14 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     return scores_shape
 
 
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> tuple[int, ...]:
+def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, dropout_p) -> None:
+    """The checks of both paths (:func:`attention_with_weights`, :func:`fused_attention`)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_float(name, x)
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    return check_attention_shapes(q.shape, k.shape, v.shape, mask)
-
-
-def _check_dropout(p) -> None:
-    require_number("dropout_p", p, 0.0)
-    if p >= 1:
-        raise ValueError(f"dropout_p must be in [0, 1), got {p!r}")
+    check_attention_shapes(q.shape, k.shape, v.shape, mask)
+    require_probability("dropout_p", dropout_p)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -110,8 +106,7 @@ def attention_with_weights(
     (instead of the NaN that ``softmax`` of an all ``-inf`` row gives), the same
     as PyTorch's fused kernel.
     """
-    _check_qkv(q, k, v, mask)
-    _check_dropout(dropout_p)
+    _check_attention_args(q, k, v, mask, dropout_p)
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
     weights = masked_softmax(scores, mask)  # (..., N_q, N_k)
@@ -133,8 +128,7 @@ def fused_attention(
     but returns only the output ``(..., N_q, d_v)``: the fused kernel never
     stores the ``N_q × N_k`` weights, which is why it is faster and lighter.
     """
-    _check_qkv(q, k, v, mask)
-    _check_dropout(dropout_p)
+    _check_attention_args(q, k, v, mask, dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._validate import require_float, require_matches_parameters, require_number, require_positive_int, require_rank
+from ._validate import require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
 from .attention import attention_with_weights, check_attention_shapes
 
 
@@ -66,9 +66,7 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: "
                 f"each head needs d_model / num_heads dimensions"
             )
-        require_number("dropout", dropout, 0.0)
-        if dropout >= 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        require_probability("dropout", dropout)
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads

@@ -56,7 +56,9 @@ class Decoder(nn.Module):
 
 @dataclass
 class TransformerConfig:
-    """Sizes of an encoder–decoder Transformer. ``pe_base=None`` means no positional encoding."""
+    """Sizes of an encoder–decoder Transformer. ``pe_base=None`` means no positional encoding.
+
+    :class:`companion.models.transformer_captioner.CaptionerConfig` adds the image's sizes to these."""
 
     vocab_size: int
     d_model: int = 64
@@ -69,6 +71,15 @@ class TransformerConfig:
     pe_base: float | None = 10000.0
     max_len: int = 256
     pad_id: int = 0
+
+    def check(self) -> None:
+        """Raise a clear error for sizes no model can be built with."""
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_decoder_layers", "max_len"):
+            require_positive_int(name, getattr(self, name))
+        require_int("pad_id", self.pad_id, minimum=0)
+        if self.pad_id >= self.vocab_size:
+            raise ValueError(f"pad_id={self.pad_id} must be a token of the vocabulary [0, {self.vocab_size})")
+        require_probability("dropout", self.dropout)
 
 
 class Transformer(nn.Module):
@@ -88,11 +99,7 @@ class Transformer(nn.Module):
         if not isinstance(config, TransformerConfig):
             raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         c = config
-        require_positive_int("vocab_size", c.vocab_size)
-        require_int("pad_id", c.pad_id, minimum=0)
-        if c.pad_id >= c.vocab_size:
-            raise ValueError(f"pad_id={c.pad_id} must be a token of the vocabulary [0, {c.vocab_size})")
-        require_probability("dropout", c.dropout)
+        c.check()
         self.config = c
         self.src_embed = nn.Embedding(c.vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.vocab_size, c.d_model)
