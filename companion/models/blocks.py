@@ -99,11 +99,11 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
+        _check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
         return self.linear2(self.dropout(F.relu(self.linear1(x))))  # (B, N, d) -> (B, N, d_ff) -> (B, N, d)
 
 
-def check_tokens(name: str, x: torch.Tensor, d_model: int, param: torch.Tensor, rank: int | None = 3) -> None:
+def _check_tokens(name: str, x: torch.Tensor, d_model: int, param: torch.Tensor, rank: int | None = 3) -> None:
     """``x`` is a float ``(B, N, d_model)`` tensor (any rank with ``rank=None``) that fits ``param``."""
     require_float(name, x)
     if rank is not None:
@@ -138,7 +138,7 @@ class EncoderLayer(nn.Module):
         self.attn_weights: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False) -> torch.Tensor:
-        check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
+        _check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
         if self.norm_first:  # pre-norm: the residual stream x is never normalised
             x = x + self._self_attention(self.norm1(x), mask, need_weights)  # (B, N, d)
             x = x + self._feed_forward(self.norm2(x))  # (B, N, d)
@@ -188,8 +188,8 @@ class DecoderLayer(nn.Module):
         self.cross_weights: torch.Tensor | None = None
 
     def forward(self, y, memory, self_mask=None, memory_mask=None, need_weights: bool = False, cache: dict | None = None):
-        check_tokens("y", y, self.d_model, self.self_attn.in_proj.weight)
-        check_tokens("memory", memory, self.d_model, self.cross_attn.in_proj.weight)
+        _check_tokens("y", y, self.d_model, self.self_attn.in_proj.weight)
+        _check_tokens("memory", memory, self.d_model, self.cross_attn.in_proj.weight)
         if y.shape[0] != memory.shape[0]:
             raise ValueError(f"y and memory must have the same batch size, got {tuple(y.shape)} and {tuple(memory.shape)}")
         if cache is not None and y.shape[1] != 1:

@@ -24,7 +24,7 @@ from .blocks import DecoderLayer, EncoderLayer, LayerNorm
 
 
 class Encoder(nn.Module):
-    """A stack of :class:`EncoderLayer`; pre-norm stacks end with one more LayerNorm."""
+    """A stack of :class:`~companion.models.blocks.EncoderLayer`; pre-norm stacks end with one more LayerNorm."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
@@ -40,7 +40,7 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of :class:`DecoderLayer`; pre-norm stacks end with one more LayerNorm."""
+    """A stack of :class:`~companion.models.blocks.DecoderLayer`; pre-norm stacks end with one more LayerNorm."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()

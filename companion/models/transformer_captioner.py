@@ -36,7 +36,7 @@ from .vit import PatchEmbedding
 
 @dataclass
 class CaptionerConfig(TransformerConfig):
-    """Sizes of a :class:`TransformerCaptioner`: a :class:`TransformerConfig` (the caption side
+    """Sizes of a :class:`TransformerCaptioner`: a :class:`~companion.models.transformer.TransformerConfig` (the caption side
     and the stacks) plus the image's, with defaults for chapter 9's 32×32 images and short
     captions. ``num_encoder_layers=0``: the decoder reads the embedded patches themselves (no
     self-attention between patches)."""
