@@ -33,8 +33,9 @@ import torch
 from torch import nn
 
 import companion
-from companion import attention, checks, data, decoding, device, masks, models, multihead, positional, selfattention
+from companion import attention, checks, conv_as_attention, data, decoding, device, dft, masks, models, multihead, positional
 from companion import train as train_mod
+from companion.models import blocks
 from companion.models import transformer as tfm
 from companion.models import vit as vit_mod
 
@@ -115,7 +116,7 @@ def finite(t) -> bool:
 
 
 # attention ------------------------------------------------------------------------------
-for fn_name, fn in (("scaled_dot_product_attention", attention.scaled_dot_product_attention),
+for fn_name, fn in (("attention_with_weights", attention.attention_with_weights),
                     ("fused_attention", attention.fused_attention)):
     case(f"{fn_name}: head size 0", lambda fn=fn: fn(torch.randn(2, 5, 0), torch.randn(2, 7, 0), v))
     case(f"{fn_name}: no keys (N_k = 0)", lambda fn=fn: fn(q, torch.randn(2, 0, 8), torch.randn(2, 0, 4)))
@@ -163,13 +164,13 @@ for n in (0, -1, 1.5, "3", True, None):
 case("causal_mask(3)", lambda: masks.causal_mask(3), lambda m: torch.equal(m, torch.ones(3, 3).tril().bool()))
 for lengths, max_len in (([], None), ([3, -1], None), ([1.5], None), ([[1]], None), ("abc", None), (None, None),
                          ([3], 2), ([3], 0), ([True, False], None), (torch.tensor([2.0]), None)):
-    case(f"padding_mask({lengths!r}, max_len={max_len})", lambda a=lengths, m=max_len: masks.padding_mask(a, m))
-case("padding_mask([0, 2])", lambda: masks.padding_mask([0, 2]),
+    case(f"real_token_mask({lengths!r}, max_len={max_len})", lambda a=lengths, m=max_len: masks.real_token_mask(a, m))
+case("real_token_mask([0, 2])", lambda: masks.real_token_mask([0, 2]),
      lambda m: torch.equal(m, torch.tensor([[False, False], [True, True]])))
-case("key_mask(list)", lambda: masks.key_mask([[True]]))
-case("key_mask(3-D)", lambda: masks.key_mask(torch.ones(2, 3, 4, dtype=torch.bool)))
-case("key_mask(float padding)", lambda: masks.key_mask(torch.ones(2, 3)))
-case("key_mask(lengths instead of a mask)", lambda: masks.key_mask(torch.tensor([[3, 2]])))
+case("real_key_mask(list)", lambda: masks.real_key_mask([[True]]))
+case("real_key_mask(3-D)", lambda: masks.real_key_mask(torch.ones(2, 3, 4, dtype=torch.bool)))
+case("real_key_mask(float padding)", lambda: masks.real_key_mask(torch.ones(2, 3)))
+case("real_key_mask(lengths instead of a mask)", lambda: masks.real_key_mask(torch.tensor([[3, 2]])))
 case("to_torch_attn_mask(float)", lambda: masks.to_torch_attn_mask(torch.ones(2, 2)))
 case("to_key_padding_mask(None)", lambda: masks.to_key_padding_mask(None))
 for dt in (torch.bool, torch.long, "float32", torch.complex64):
@@ -268,26 +269,26 @@ case("SinusoidalPE(2-D)", lambda: spe(torch.zeros(5, 8)))
 case("SinusoidalPE(float64)", lambda: spe(torch.zeros(1, 5, 8, dtype=torch.float64)),
      lambda y: y.dtype == torch.float64 and torch.allclose(y[0].float(), positional.sinusoidal_encoding(5, 8)))
 
-# selfattention --------------------------------------------------------------------------
-case("dft_matrix(0)", lambda: selfattention.dft_matrix(0))
-case("dft_matrix(4, float32)", lambda: selfattention.dft_matrix(4, torch.float32))
-case("kernel_offsets(2)", lambda: selfattention.kernel_offsets(2))
-case("kernel_offsets(0)", lambda: selfattention.kernel_offsets(0))
-case("ConvAsSelfAttention(kernel_size=2)", lambda: selfattention.ConvAsSelfAttention(1, 1, 2))
-case("ConvAsSelfAttention(alpha=nan)", lambda: selfattention.ConvAsSelfAttention(1, 1, 3, alpha=nan))
-case("ConvAsSelfAttention(in_channels=0)", lambda: selfattention.ConvAsSelfAttention(0, 1, 3))
-conv_attn = selfattention.ConvAsSelfAttention(2, 3, 3)
+# dft, conv_as_attention ------------------------------------------------------------------
+case("dft_matrix(0)", lambda: dft.dft_matrix(0))
+case("dft_matrix(4, float32)", lambda: dft.dft_matrix(4, torch.float32))
+case("kernel_offsets(2)", lambda: conv_as_attention.kernel_offsets(2))
+case("kernel_offsets(0)", lambda: conv_as_attention.kernel_offsets(0))
+case("ConvAsSelfAttention(kernel_size=2)", lambda: conv_as_attention.ConvAsSelfAttention(1, 1, 2))
+case("ConvAsSelfAttention(alpha=nan)", lambda: conv_as_attention.ConvAsSelfAttention(1, 1, 3, alpha=nan))
+case("ConvAsSelfAttention(in_channels=0)", lambda: conv_as_attention.ConvAsSelfAttention(0, 1, 3))
+conv_attn = conv_as_attention.ConvAsSelfAttention(2, 3, 3)
 case("ConvAsSelfAttention(long x)", lambda: conv_attn(torch.ones(1, 2, 4, 4, dtype=torch.long)))
 case("ConvAsSelfAttention(float64 x)", lambda: conv_attn(torch.ones(1, 2, 4, 4, dtype=torch.float64)))
 case("ConvAsSelfAttention(None)", lambda: conv_attn(None))
 case("ConvAsSelfAttention(wrong channels)", lambda: conv_attn(torch.ones(1, 3, 4, 4)))
-case("ConvAsSelfAttention.from_conv(str)", lambda: selfattention.ConvAsSelfAttention.from_conv("conv"))
+case("ConvAsSelfAttention.from_conv(str)", lambda: conv_as_attention.ConvAsSelfAttention.from_conv("conv"))
 case("ConvAsSelfAttention.from_conv(strided)",
-     lambda: selfattention.ConvAsSelfAttention.from_conv(nn.Conv2d(1, 1, 3, stride=2, padding=1)))
+     lambda: conv_as_attention.ConvAsSelfAttention.from_conv(nn.Conv2d(1, 1, 3, stride=2, padding=1)))
 case("ConvAsSelfAttention.relative_scores(0, 3)", lambda: conv_attn.relative_scores(0, 3))
 _conv = nn.Conv2d(2, 3, 3, padding=1)
 case("ConvAsSelfAttention.from_conv equals the conv",
-     lambda: (selfattention.ConvAsSelfAttention.from_conv(_conv)(x := torch.randn(1, 2, 5, 5)), _conv(x)),
+     lambda: (conv_as_attention.ConvAsSelfAttention.from_conv(_conv)(x := torch.randn(1, 2, 5, 5)), _conv(x)),
      lambda r: torch.allclose(r[0], r[1], atol=1e-4))
 
 # models: captioning ---------------------------------------------------------------------
@@ -387,28 +388,28 @@ case("Transformer.step up to max_len (cache)", lambda: decode_past_max_len(T, 8)
 case("Transformer.step(prev out of range)", lambda: T.step(torch.tensor([1, 11]), T.start(tsrc)))
 case("Transformer.step(prev float)", lambda: T.step(torch.tensor([1.0, 2.0]), T.start(tsrc)))
 case("Transformer.step(prev batch 3)", lambda: T.step(torch.tensor([1, 2, 3]), T.start(tsrc)))
-ln = tfm.LayerNorm(8)
-case("LayerNorm(eps=0)", lambda: tfm.LayerNorm(8, eps=0))
-case("LayerNorm(eps=nan)", lambda: tfm.LayerNorm(8, eps=nan))
+ln = blocks.LayerNorm(8)
+case("LayerNorm(eps=0)", lambda: blocks.LayerNorm(8, eps=0))
+case("LayerNorm(eps=nan)", lambda: blocks.LayerNorm(8, eps=nan))
 case("LayerNorm(None)", lambda: ln(None))
 case("LayerNorm(float64 x)", lambda: ln(torch.randn(2, 8).double()))
-case("layer_norm(eps=0)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=0.0))
-case("layer_norm(eps=-1)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=-1.0))
-case("layer_norm(x None)", lambda: tfm.layer_norm(None, torch.ones(8), torch.zeros(8)))
-case("layer_norm(weight of size 4)", lambda: tfm.layer_norm(torch.randn(2, 8), torch.ones(4), torch.zeros(4)))
-case("layer_norm of a constant row = bias", lambda: tfm.layer_norm(torch.ones(1, 4), torch.ones(4), torch.arange(4.0)),
+case("layer_norm(eps=0)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=0.0))
+case("layer_norm(eps=-1)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), eps=-1.0))
+case("layer_norm(x None)", lambda: blocks.layer_norm(None, torch.ones(8), torch.zeros(8)))
+case("layer_norm(weight of size 4)", lambda: blocks.layer_norm(torch.randn(2, 8), torch.ones(4), torch.zeros(4)))
+case("layer_norm of a constant row = bias", lambda: blocks.layer_norm(torch.ones(1, 4), torch.ones(4), torch.arange(4.0)),
      lambda r: torch.allclose(r, torch.arange(4.0)[None]))
-ffn = tfm.FeedForward(8, 16)
-case("FeedForward(dropout=1.5)", lambda: tfm.FeedForward(8, 16, dropout=1.5))
+ffn = blocks.FeedForward(8, 16)
+case("FeedForward(dropout=1.5)", lambda: blocks.FeedForward(8, 16, dropout=1.5))
 case("FeedForward(None)", lambda: ffn(None))
 case("FeedForward(x of width 4)", lambda: ffn(torch.randn(2, 3, 4)))
 case("FeedForward(float64)", lambda: ffn(torch.randn(2, 3, 8).double()))
-enc = tfm.EncoderLayer(8, 2, 16).eval()
+enc = blocks.EncoderLayer(8, 2, 16).eval()
 case("EncoderLayer(float64 x)", lambda: enc(torch.randn(2, 3, 8).double()))
 case("EncoderLayer(None)", lambda: enc(None))
 case("EncoderLayer((B, N, N) mask, B = H)", lambda: enc(torch.randn(2, 3, 8), mask=torch.ones(2, 3, 3, dtype=torch.bool)))
 case("EncoderLayer.load_from_torch(None)", lambda: enc.load_from_torch(None))
-dec = tfm.DecoderLayer(8, 2, 16).eval()
+dec = blocks.DecoderLayer(8, 2, 16).eval()
 case("DecoderLayer: memory float64", lambda: dec(torch.randn(2, 3, 8), torch.randn(2, 4, 8).double()))
 case("DecoderLayer: cache but 2 new tokens", lambda: dec(torch.randn(2, 2, 8), torch.randn(2, 4, 8), cache={}))
 case("Encoder(num_layers=0)", lambda: tfm.Encoder(0, 8, 2, 16))
@@ -439,7 +440,7 @@ case("SmallCNN(channels=(0,))", lambda: models.SmallCNN(1, 10, channels=(0,)))
 small = models.SmallCNN(1, 10, channels=(4,))
 case("SmallCNN(float64)", lambda: small(torch.randn(1, 1, 8, 8).double()))
 case("SmallCNN(None)", lambda: small(None))
-case("count_parameters('cnn')", lambda: models.count_parameters("cnn"))
+case("count_parameters('cnn')", lambda: companion.profiling.count_parameters("cnn"))
 
 # decoding -------------------------------------------------------------------------------
 def step4(prev, state):
@@ -546,10 +547,10 @@ for kw in ({"p_two": nan}, {"p_two": 1.5}, {"p_two": "0.5"}, {"noise": nan}, {"n
     case(f"make_shapes(5, {kw})", lambda kw=kw: data.make_shapes(5, **kw))
 case("digits_split(0)", lambda: data.digits_split(0))
 case("digits_split(2000)", lambda: data.digits_split(2000))
-case("shift_images(dx=1.5)", lambda: data.digits.shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0))
-case("shift_images(None)", lambda: data.digits.shift_images(None, 1, 0))
-case("shift_images(dx=4 of W=4)", lambda: data.digits.shift_images(torch.zeros(1, 1, 4, 4), 4, 0))
-case("shift_images(dx=-1) right", lambda: data.digits.shift_images(torch.arange(4.0).reshape(1, 1, 1, 4), -1, 0),
+case("shift_images(dx=1.5)", lambda: data.transforms.shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0))
+case("shift_images(None)", lambda: data.transforms.shift_images(None, 1, 0))
+case("shift_images(dx=4 of W=4)", lambda: data.transforms.shift_images(torch.zeros(1, 1, 4, 4), 4, 0))
+case("shift_images(dx=-1) right", lambda: data.transforms.shift_images(torch.arange(4.0).reshape(1, 1, 1, 4), -1, 0),
      lambda r: r.flatten().tolist() == [1.0, 2.0, 3.0, 0.0])
 vocab = data.Vocab(["a", "b"])
 case("Vocab([1])", lambda: data.Vocab([1]))
@@ -603,7 +604,7 @@ for label, w, m in (("NaN weights", torch.tensor([[nan, 1.0]]), None), ("all-NaN
     case(f"check_attention_weights: {label}", lambda w=w, m=m: checks.check_attention_weights(w, m))
 case("check_attention_weights(atol=nan)", lambda: checks.check_attention_weights(torch.tensor([[2.0, 2.0]]), atol=nan))
 case("check_attention_weights: valid causal", lambda: checks.check_attention_weights(
-    attention.scaled_dot_product_attention(q, q, q, masks.causal_mask(5))[1], masks.causal_mask(5)), lambda r: r is None)
+    attention.attention_with_weights(q, q, q, masks.causal_mask(5))[1], masks.causal_mask(5)), lambda r: r is None)
 for label, actual, expected in (("__eq__ always True", AlwaysEqual(), 12), ("tuple holding such an object",
                                                                            (AlwaysEqual(), 3), (2, 3)),
                                 ("1 vs True", 1, True), ("'12' vs 12", "12", 12), ("NaN vs 12", nan, 12),

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODULES = ["attention", "masks", "multihead", "positional"]
 # the quick test set of these modules (test_transformer.py also covers them, but costs 5x the time)
 TESTS = ["conftest.py", "test_attention.py", "test_masks.py", "test_multihead.py", "test_positional.py",
-         "test_validation.py", "test_identities.py", "test_selfattention.py"]
+         "test_validation.py", "test_identities.py", "test_dft.py", "test_conv_as_attention.py"]
 
 
 def setup(work: Path, modules: list[str]) -> None:

@@ -4,10 +4,11 @@ Each module holds one idea of the book:
 
 - :mod:`companion.device`     where code runs (CUDA, MPS, CPU) and seeding
 - :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
-- :mod:`companion.masks`      causal and padding masks (True = may attend)
+- :mod:`companion.masks`      causal and real-token masks (True = may attend), conversions to torch
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
-- :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
+- :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
+- :mod:`companion.conv_as_attention` a convolution written as multi-head self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.diagrams`   architecture diagrams whose shapes are recorded from a forward pass
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
@@ -15,7 +16,7 @@ Each module holds one idea of the book:
                               the Transformer, the Vision Transformer, a small CNN
 - :mod:`companion.train`      one training loop, evaluation helpers
 - :mod:`companion.decoding`   greedy decoding and beam search through a step function
-- :mod:`companion.profiling`  timing and memory measurements
+- :mod:`companion.profiling`  timing, memory and parameter counts
 - :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
 """
@@ -27,9 +28,11 @@ import torch as _torch
 from . import (
     attention,
     checks,
+    conv_as_attention,
     data,
     decoding,
     device,
+    dft,
     diagrams,
     masks,
     models,
@@ -38,12 +41,11 @@ from . import (
     positional,
     profiling,
     progress,
-    selfattention,
     train,
 )
-from .attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
+from .attention import AdditiveAttention, attention_with_weights, fused_attention
 from .device import default_device, describe_device, seed_everything
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, real_token_mask
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 
@@ -63,9 +65,8 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "data", "decoding", "device", "diagrams", "masks", "models", "multihead", "plotting", "positional",
-    "profiling", "progress", "selfattention", "train",
-    "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
-    "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
-    "seed_everything", "sinusoidal_encoding",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "masks",
+    "models", "multihead", "plotting", "positional", "profiling", "progress", "train",
+    "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
+    "describe_device", "fused_attention", "real_token_mask", "seed_everything", "sinusoidal_encoding",
 ]

@@ -95,6 +95,14 @@ def require_number(name: str, value, minimum: float | None = None, *, strict: bo
     return value
 
 
+def require_probability(name: str, p) -> float:
+    """A dropout probability: a finite number in ``[0, 1)`` (1 would drop everything)."""
+    require_number(name, p, 0.0)
+    if p >= 1:
+        raise ValueError(f"{name} must be in [0, 1), got {p!r}")
+    return p
+
+
 def require_seed(name: str, seed) -> int:
     """A seed is an int >= 0 (``None`` would silently mean "unseeded")."""
     return require_int(name, seed, minimum=0)

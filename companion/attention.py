@@ -7,8 +7,10 @@ The explicit path written out the way the book writes it:
     A = softmax(E, dim=-1)    # (..., N_q, N_k) each row sums to 1
     Y = A V                   # (..., N_q, D_v)
 
-and the fused path, ``torch.nn.functional.scaled_dot_product_attention``,
-which computes the same thing in one kernel without storing ``A``.
+(:func:`attention_with_weights`, which returns ``(Y, A)``) and the fused path,
+``torch.nn.functional.scaled_dot_product_attention``, which computes the same ``Y`` in one
+kernel without storing ``A`` and returns ``Y`` alone (:func:`fused_attention` calls it with the
+course's checks). The companion has no function of torch's name: a name means what torch means.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from ._validate import (
     require_bool_mask,
     require_float,
     require_matches_parameters,
-    require_number,
     require_positive_int,
+    require_probability,
     require_rank,
 )
 
@@ -62,18 +64,14 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     return scores_shape
 
 
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> tuple[int, ...]:
+def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, dropout_p) -> None:
+    """The checks of both paths (:func:`attention_with_weights`, :func:`fused_attention`)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_float(name, x)
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    return check_attention_shapes(q.shape, k.shape, v.shape, mask)
-
-
-def _check_dropout(p) -> None:
-    require_number("dropout_p", p, 0.0)
-    if p >= 1:
-        raise ValueError(f"dropout_p must be in [0, 1), got {p!r}")
+    check_attention_shapes(q.shape, k.shape, v.shape, mask)
+    require_probability("dropout_p", dropout_p)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -87,14 +85,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     return weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
 
 
-def scaled_dot_product_attention(
+def attention_with_weights(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention, explicit path.
+    """Scaled dot-product attention, explicit path, that also returns the weights.
 
     ``softmax(Q Kᵀ / sqrt(d)) V`` with shapes
     ``q (..., N_q, d)``, ``k (..., N_k, d)``, ``v (..., N_k, d_v)`` and a boolean
@@ -108,8 +106,7 @@ def scaled_dot_product_attention(
     (instead of the NaN that ``softmax`` of an all ``-inf`` row gives), the same
     as PyTorch's fused kernel.
     """
-    _check_qkv(q, k, v, mask)
-    _check_dropout(dropout_p)
+    _check_attention_args(q, k, v, mask, dropout_p)
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
     weights = masked_softmax(scores, mask)  # (..., N_q, N_k)
@@ -127,12 +124,11 @@ def fused_attention(
 ) -> torch.Tensor:
     """The same computation by PyTorch's fused kernel.
 
-    Same arguments and mask convention as :func:`scaled_dot_product_attention`,
+    Same arguments and mask convention as :func:`attention_with_weights`,
     but returns only the output ``(..., N_q, d_v)``: the fused kernel never
     stores the ``N_q × N_k`` weights, which is why it is faster and lighter.
     """
-    _check_qkv(q, k, v, mask)
-    _check_dropout(dropout_p)
+    _check_attention_args(q, k, v, mask, dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
@@ -213,7 +209,7 @@ class DotProductAttention(nn.Module):
 
     ``q = W_Q s``, keys ``k_i = W_K h_i``, values ``v_i = W_V h_i``, then
     ``e_i = q·k_i / sqrt(d)``, ``a = softmax(e)``, ``c = Σ_i a_i v_i``, computed by
-    :func:`scaled_dot_product_attention`.
+    :func:`attention_with_weights`.
 
     Call with ``query (B, query_dim)``, ``keys (B, N, key_dim)`` and a boolean
     ``mask (B, N)`` (True = real key); returns ``(context (B, dim), weights (B, N))``.
@@ -243,7 +239,7 @@ class DotProductAttention(nn.Module):
         k, v = self.project(keys) if projected is None else projected  # (B, N, d) each
         q = self.W_Q(query)[:, None, :]  # (B, 1, d)
         m = None if mask is None else mask[:, None, :]  # (B, 1, N)
-        out, weights = scaled_dot_product_attention(q, k, v, m)  # (B, 1, d), (B, 1, N)
+        out, weights = attention_with_weights(q, k, v, m)  # (B, 1, d), (B, 1, N)
         return out[:, 0], weights[:, 0]  # (B, d), (B, N)
 
     def _check_query(self, query) -> None:

@@ -9,9 +9,11 @@ A mask is broadcast against the score matrix ``E`` of shape ``(..., N_q, N_k)``:
 entry ``[i, j]`` says whether query ``i`` may look at key ``j``. Blocked scores
 are set to ``-inf`` before the softmax, so they get exactly zero weight.
 
+Names say which way round a mask is: :func:`real_token_mask` is True on real tokens (False
+on padding) and :func:`real_key_mask` turns it into an attention mask over keys.
 ``torch.nn.MultiheadAttention`` uses the *opposite* polarity (True = blocked)
-for both ``attn_mask`` and ``key_padding_mask``; :func:`to_torch_attn_mask`
-and :func:`to_key_padding_mask` convert.
+for both ``attn_mask`` and ``key_padding_mask`` (True = padding); :func:`to_torch_attn_mask`
+and :func:`to_key_padding_mask` convert, and are named for torch's argument they produce.
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tenso
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
-def padding_mask(lengths, max_len: int | None = None) -> torch.Tensor:
-    """Which positions of a padded batch hold real tokens.
+def real_token_mask(lengths, max_len: int | None = None) -> torch.Tensor:
+    """Which positions of a padded batch hold real tokens: **True = real token**, False = padding.
 
     ``lengths``: the true length of each of the ``B`` sequences (list or 1-D tensor).
     Returns ``mask`` of shape ``(B, max_len)`` with ``mask[b, t] = (t < lengths[b])``.
 
     To use it as an attention mask over keys, give it the shape ``(B, 1, 1, N_k)``
-    (batch, heads, queries, keys) with :func:`key_mask`.
+    (batch, heads, queries, keys) with :func:`real_key_mask`; torch's ``key_padding_mask``
+    is its negation (:func:`to_key_padding_mask`).
     """
     if isinstance(lengths, Sequence) and not isinstance(lengths, str):
         lengths = list(lengths)
@@ -61,19 +64,24 @@ def padding_mask(lengths, max_len: int | None = None) -> torch.Tensor:
     return positions[None, :] < lengths[:, None]  # (B, max_len)
 
 
-def key_mask(padding: torch.Tensor) -> torch.Tensor:
-    """Reshape a ``(B, N_k)`` padding mask to ``(B, 1, 1, N_k)``.
+def real_key_mask(real_tokens: torch.Tensor) -> torch.Tensor:
+    """An attention mask that lets every query attend to the real keys only: the ``(B, N_k)``
+    real-token mask (True = real token) reshaped to ``(B, 1, 1, N_k)``.
 
     The result broadcasts over heads and queries: every query of sequence ``b``
     may attend to the real keys of ``b`` and to none of its padding.
     """
-    require_tensor("padding", padding)
-    if padding.dtype != torch.bool:
-        raise TypeError(f"padding must be a boolean (B, N_k) mask (True = real token), got dtype {padding.dtype}; "
-                        "build it with padding_mask(lengths)")
-    if padding.dim() != 2:
-        raise ValueError(f"padding must have shape (B, N_k), got {tuple(padding.shape)}")
-    return padding[:, None, None, :]  # (B, 1, 1, N_k)
+    _check_real_tokens(real_tokens)
+    return real_tokens[:, None, None, :]  # (B, 1, 1, N_k)
+
+
+def _check_real_tokens(real_tokens) -> None:
+    require_tensor("real_tokens", real_tokens)
+    if real_tokens.dtype != torch.bool:
+        raise TypeError(f"real_tokens must be a boolean (B, N_k) mask (True = real token), got dtype "
+                        f"{real_tokens.dtype}; build it with real_token_mask(lengths)")
+    if real_tokens.dim() != 2:
+        raise ValueError(f"real_tokens must have shape (B, N_k), got {tuple(real_tokens.shape)}")
 
 
 def to_torch_attn_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -85,10 +93,11 @@ def to_torch_attn_mask(mask: torch.Tensor) -> torch.Tensor:
     return ~mask
 
 
-def to_key_padding_mask(padding: torch.Tensor) -> torch.Tensor:
-    """Convert a ``(B, N)`` padding mask (True = real token) to
-    ``nn.MultiheadAttention``'s ``key_padding_mask`` (True = padding, ignored)."""
-    return to_torch_attn_mask(padding)
+def to_key_padding_mask(real_tokens: torch.Tensor) -> torch.Tensor:
+    """Convert a ``(B, N)`` real-token mask (True = real token, :func:`real_token_mask`) to
+    ``nn.MultiheadAttention``'s ``key_padding_mask`` (True = padding, ignored): the negation."""
+    _check_real_tokens(real_tokens)
+    return ~real_tokens  # (B, N) True = padding
 
 
 def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:

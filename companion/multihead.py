@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._validate import require_float, require_matches_parameters, require_number, require_positive_int, require_rank
-from .attention import check_attention_shapes, scaled_dot_product_attention
+from ._validate import require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
+from .attention import attention_with_weights, check_attention_shapes
 
 
 class MultiHeadAttention(nn.Module):
@@ -45,7 +45,7 @@ class MultiHeadAttention(nn.Module):
     ``query (B, N_q, D)``, ``key``/``value (B, N_k, D)`` (default: ``query``,
     i.e. self-attention), ``mask`` boolean (True = may attend) broadcastable to
     ``(B, H, N_q, N_k)``, e.g. ``causal_mask(N)`` of shape ``(N_q, N_k)`` or
-    ``key_mask(padding)`` of shape ``(B, 1, 1, N_k)``.
+    ``real_key_mask(real_tokens)`` of shape ``(B, 1, 1, N_k)``.
 
     Returns ``(output (B, N_q, D), weights (B, H, N_q, N_k) or None)``.
 
@@ -66,9 +66,7 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: "
                 f"each head needs d_model / num_heads dimensions"
             )
-        require_number("dropout", dropout, 0.0)
-        if dropout >= 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        require_probability("dropout", dropout)
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
@@ -124,7 +122,7 @@ class MultiHeadAttention(nn.Module):
             weights = None
         else:
             # Step 2: QK similarity -> softmax; Step 3: V weighting (dropout on the weights).
-            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+            heads, weights = attention_with_weights(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
         # Step 4: concatenate heads and project back to D.
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)

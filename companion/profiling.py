@@ -1,4 +1,4 @@
-"""Timing and memory measurements that work the same on CPU and GPU.
+"""What a computation costs: time and memory (the same on CPU and GPU), and a model's size.
 
 Timing goes through PyTorch's own benchmark timer, :class:`torch.utils.benchmark.Timer`,
 rather than a loop of ``time.perf_counter()`` calls. The timer
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch import nn
 from torch.utils import benchmark
 
 from ._validate import require_number
@@ -91,3 +92,10 @@ def cuda_peak_memory(fn: Callable[[], object], device: torch.device | str) -> in
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before
+
+
+def count_parameters(model: nn.Module) -> int:
+    """The number of trainable parameters of ``model``."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

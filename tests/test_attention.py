@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from companion.attention import AdditiveAttention, DotProductAttention, fused_attention, scaled_dot_product_attention
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.attention import AdditiveAttention, DotProductAttention, attention_with_weights, fused_attention
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 
 
 def qkv(B=2, H=3, Nq=5, Nk=7, d=8, dv=6, dtype=torch.float32):
@@ -18,7 +18,7 @@ def test_hand_computed_example():
     q = torch.tensor([[1.0, 0.0]])
     k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     v = torch.tensor([[10.0], [20.0]])
-    out, w = scaled_dot_product_attention(q, k, v)
+    out, w = attention_with_weights(q, k, v)
     s = 1 / math.sqrt(2)  # scores are (1/sqrt2, 0)
     a0 = math.exp(s) / (math.exp(s) + 1)
     assert w[0].tolist() == pytest.approx([a0, 1 - a0])
@@ -32,11 +32,11 @@ def test_explicit_equals_torch_fused(mask_kind):
     if mask_kind == "causal":
         mask = causal_mask(6)
     elif mask_kind == "padding":
-        mask = key_mask(padding_mask([6, 3], 6))
+        mask = real_key_mask(real_token_mask([6, 3], 6))
     elif mask_kind == "random":
         mask = torch.rand(2, 3, 6, 6) > 0.3
         mask[..., 0] = True  # keep every row attending to something
-    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    out, _ = attention_with_weights(q, k, v, mask)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fused_attention(q, k, v, mask), ref)
@@ -44,8 +44,8 @@ def test_explicit_equals_torch_fused(mask_kind):
 
 def test_rows_sum_to_one_and_masked_weights_are_exactly_zero():
     q, k, v = qkv(Nq=6, Nk=6)
-    mask = causal_mask(6) & key_mask(padding_mask([6, 4], 6))  # (2, 1, 6, 6)
-    _, w = scaled_dot_product_attention(q, k, v, mask)
+    mask = causal_mask(6) & real_key_mask(real_token_mask([6, 4], 6))  # (2, 1, 6, 6)
+    _, w = attention_with_weights(q, k, v, mask)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, 6))
     assert (w.masked_select(~mask.expand_as(w)) == 0).all()
 
@@ -54,7 +54,7 @@ def test_fully_masked_row_gives_zero_not_nan_like_torch():
     q, k, v = qkv(B=1, H=1, Nq=3, Nk=3)
     mask = torch.ones(3, 3, dtype=torch.bool)
     mask[1] = False  # query 1 may attend nowhere
-    out, w = scaled_dot_product_attention(q, k, v, mask)
+    out, w = attention_with_weights(q, k, v, mask)
     assert not torch.isnan(out).any()
     assert (w[..., 1, :] == 0).all() and (out[..., 1, :] == 0).all()
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
@@ -62,10 +62,10 @@ def test_fully_masked_row_gives_zero_not_nan_like_torch():
 
 def test_causal_mask_hides_the_future():
     x = torch.randn(1, 8, 4)
-    out1, _ = scaled_dot_product_attention(x, x, x, causal_mask(8))
+    out1, _ = attention_with_weights(x, x, x, causal_mask(8))
     y = x.clone()
     y[:, 5:] = torch.randn(1, 3, 4)  # change tokens 5, 6, 7
-    out2, _ = scaled_dot_product_attention(y, y, y, causal_mask(8))
+    out2, _ = attention_with_weights(y, y, y, causal_mask(8))
     torch.testing.assert_close(out1[:, :5], out2[:, :5], rtol=0, atol=0)
     assert not torch.allclose(out1[:, 5:], out2[:, 5:])
 
@@ -75,14 +75,14 @@ def test_gradcheck_float64():
     for t in (q, k, v):
         t.requires_grad_(True)
     mask = torch.tensor([[True, True, False, True]] * 3)
-    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask)[0], (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: attention_with_weights(a, b, c, mask)[0], (q, k, v))
 
 
 def test_additive_attention_matches_formula_and_ignores_padding():
     att = AdditiveAttention(query_dim=4, key_dim=6, hidden_dim=5)
     s = torch.randn(2, 4)
     h = torch.randn(2, 7, 6)
-    mask = padding_mask([7, 4], 7)
+    mask = real_token_mask([7, 4], 7)
     context, w = att(s, h, mask=mask)
     assert context.shape == (2, 6) and w.shape == (2, 7)
     # by hand: e_i = w^T tanh(W_q s + W_k h_i)
@@ -109,7 +109,7 @@ def test_additive_attention_many_queries():
 
 # --- no silent wrong answer --------------------------------------------------------------
 
-@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+@pytest.mark.parametrize("fn", [attention_with_weights, fused_attention])
 def test_head_size_zero_and_no_keys_are_errors_not_nan(fn):
     with pytest.raises(ValueError, match=r"head size\) >= 1, got q \(2, 5, 0\)"):
         fn(torch.randn(2, 5, 0), torch.randn(2, 7, 0), torch.randn(2, 7, 4))
@@ -119,7 +119,7 @@ def test_head_size_zero_and_no_keys_are_errors_not_nan(fn):
     assert (out[0] if isinstance(out, tuple) else out).shape == (2, 0, 4)
 
 
-@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+@pytest.mark.parametrize("fn", [attention_with_weights, fused_attention])
 def test_q_k_v_of_different_dtypes_are_named(fn):
     q, k, v = qkv()
     with pytest.raises(TypeError, match="q, k and v must have the same dtype, got q torch.float64, k torch.float32"):
@@ -137,7 +137,7 @@ def test_explicit_dropout_multiplies_v_once():
     # dropout on the weights, then one product with V: out = dropout(A) V
     q, k, v = qkv()
     torch.manual_seed(3)
-    out, w = scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+    out, w = attention_with_weights(q, k, v, dropout_p=0.3)
     torch.manual_seed(3)
     dropped = F.dropout(w, 0.3)  # not 0.5, F.dropout's default
     torch.testing.assert_close(out, dropped @ v)
@@ -168,13 +168,13 @@ def test_additive_attention_input_dtype_and_empty_keys():
 def test_shape_checks_cover_every_argument():
     q, k, v = torch.randn(2, 1, 8), torch.randn(2, 0, 8), torch.randn(2, 0, 4)
     with pytest.raises(ValueError, match="at least one key"):  # one query and no key
-        scaled_dot_product_attention(q, k, v)
+        attention_with_weights(q, k, v)
     with pytest.raises(ValueError, match="do not broadcast"):  # only k's batch is wrong
-        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(3, 7, 8), torch.randn(2, 7, 4))
+        attention_with_weights(torch.randn(2, 5, 8), torch.randn(3, 7, 8), torch.randn(2, 7, 4))
     with pytest.raises(TypeError, match="k must be a floating-point tensor"):
-        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.ones(2, 7, 8, dtype=torch.long), torch.randn(2, 7, 4))
+        attention_with_weights(torch.randn(2, 5, 8), torch.ones(2, 7, 8, dtype=torch.long), torch.randn(2, 7, 4))
     with pytest.raises(TypeError, match="v must be a torch.Tensor"):
-        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), None)
+        attention_with_weights(torch.randn(2, 5, 8), torch.randn(2, 7, 8), None)
 
 
 def test_fused_attention_applies_its_dropout():
@@ -221,7 +221,7 @@ def test_additive_attention_uses_separate_values_and_names_its_inputs():
 
 def test_values_batch_and_query_rank_are_checked():
     with pytest.raises(ValueError, match="do not broadcast"):  # only v's batch is wrong
-        scaled_dot_product_attention(torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(3, 7, 4))
+        attention_with_weights(torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(3, 7, 4))
     with pytest.raises(ValueError, match="AdditiveAttention expects"):
         AdditiveAttention(4, 6, 5)(torch.randn(2, 1, 3, 4), torch.randn(2, 7, 6))  # a 4-D query
 

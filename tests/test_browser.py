@@ -169,6 +169,6 @@ def test_search_page_finds_attention(server, browser):
 def test_api_page_documents_the_companion(server, browser):
     open_page(browser, f"{server}/book/api.html")
     names = browser.execute_script("return [...document.querySelectorAll('dt.sig')].map(e => e.id)")
-    for name in ["companion.attention.scaled_dot_product_attention", "companion.masks.causal_mask",
+    for name in ["companion.attention.attention_with_weights", "companion.masks.causal_mask",
                  "companion.multihead.MultiHeadAttention", "companion.positional.sinusoidal_encoding"]:
         assert name in names, f"{name} is missing from the API page"

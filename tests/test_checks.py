@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from companion.attention import scaled_dot_product_attention
+from companion.attention import attention_with_weights
 from companion.checks import check_attention_weights, check_close, check_equal, check_shape, rel_error
 from companion.masks import causal_mask
 
@@ -43,7 +43,7 @@ def test_check_close_on_masks():
 
 def test_check_attention_weights():
     q = torch.randn(2, 4, 8)
-    _, w = scaled_dot_product_attention(q, q, q, causal_mask(4))
+    _, w = attention_with_weights(q, q, q, causal_mask(4))
     check_attention_weights(w, causal_mask(4))
     with pytest.raises(AssertionError, match="blocked positions"):
         check_attention_weights(torch.full((4, 4), 0.25), causal_mask(4))

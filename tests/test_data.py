@@ -203,7 +203,7 @@ def test_shapes_numbers_must_be_finite(kw, error, message):
 
 
 def test_shift_images_and_vocab_decode_name_their_arguments():
-    from companion.data.digits import shift_images
+    from companion.data.transforms import shift_images
 
     with pytest.raises(TypeError, match="dx must be an int, got float"):
         shift_images(torch.zeros(1, 1, 4, 4), 1.5, 0)

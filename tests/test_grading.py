@@ -4,7 +4,7 @@ honest equivalent scores; the CSV has every row; nothing outside the sandboxes c
 
 One autograde run (``python teaching/autograde.py``, two jobs) grades every planted student;
 the tests below read its CSV. Chapter 4 has four graded answers: my_causal_mask (2 points),
-masked_softmax (3), the predictions (2), left_padding_mask (2).
+masked_softmax (3), the predictions (2), left_real_token_mask (2).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ WRONG = {  # wrong answers: an honest student with these scores 0 on each
     "masking_causal": "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()\n",
     "masking_softmax": "def masked_softmax(scores, mask):\n    return torch.softmax(scores, dim=-1)\n",
     "masking_predict": "predicted_shape = (5, 5)\npredicted_allowed = 9\n",
-    "masking_left": "def left_padding_mask(lengths, max_len):\n    return torch.ones(len(lengths), max_len).bool()\n",
+    "masking_left": "def left_real_token_mask(lengths, max_len):\n    return torch.ones(len(lengths), max_len).bool()\n",
 }
 
 
@@ -128,10 +128,10 @@ LIBRARY = {  # the companion answering the exercise for the student
                        "n, L = max(ex_v.lengths), ex_v.lengths[1]\npredicted_shape = (len(ex_v.lengths), 1, n, n)\n"
                        "predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n",
     "masking_softmax": ("def masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
-                        "    return scaled_dot_product_attention(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
+                        "    return attention_with_weights(scores * scores.shape[-1] ** 0.5, eye, eye, mask)[1]\n"),
     "masking_left": ("import importlib, companion.masks\nfresh = importlib.reload(companion.masks)\n"
-                     "def left_padding_mask(lengths, max_len):\n"
-                     "    return fresh.padding_mask(lengths, max_len=max_len).flip(-1)\n"),
+                     "def left_real_token_mask(lengths, max_len):\n"
+                     "    return fresh.real_token_mask(lengths, max_len=max_len).flip(-1)\n"),
 }
 READ_SOURCE = ("import companion.masks, types\nsrc = open(companion.masks.__file__).read()\n"
                "mod = types.ModuleType('copy_of_masks')\nexec(src, mod.__dict__)\n"
@@ -194,7 +194,7 @@ def planted():
         "library-source": (with_answers(masking_causal=READ_SOURCE), {"masking_causal_check": 0.0}),
         "exit": (with_answers(masking_softmax="exit()\n"), {"masking_softmax_check": 0.0}),
         "os-exit": (with_answers(masking_predict="import os\nos._exit(0)\n"), {"masking_predict_check": 0.0}),
-        "exit-in-call": (with_answers(masking_left="import os\ndef left_padding_mask(l, m):\n    os._exit(3)\n"),
+        "exit-in-call": (with_answers(masking_left="import os\ndef left_real_token_mask(l, m):\n    os._exit(3)\n"),
                          {"masking_left_check": 0.0}),
         "loop-ignoring-sigint": (with_answers(masking_causal=NO_SIGINT_LOOP), {"masking_causal_check": 0.0}),
         "vandal": (all_wrong(masking_causal=VANDAL + WRONG["masking_causal"]), zero),

@@ -4,11 +4,11 @@ import math
 
 import torch
 
-from companion.attention import scaled_dot_product_attention
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.attention import attention_with_weights
+from companion.dft import dft_matrix
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 from companion.multihead import MultiHeadAttention
 from companion.positional import sinusoidal_encoding
-from companion.selfattention import dft_matrix
 
 
 def test_self_attention_is_permutation_equivariant_until_positions_are_added():
@@ -40,11 +40,11 @@ def test_causal_mask_hides_the_future_exactly():
 def test_padded_batch_gives_the_unpadded_outputs():
     mha = MultiHeadAttention(8, 2).eval()
     lengths = [5, 3]
-    pad = padding_mask(lengths, 5)
+    real = real_token_mask(lengths, 5)
     x = torch.randn(2, 5, 8)
-    x[~pad] = 50.0
+    x[~real] = 50.0
     with torch.no_grad():
-        out = mha(x, mask=key_mask(pad))[0]
+        out = mha(x, mask=real_key_mask(real))[0]
         for b, n in enumerate(lengths):
             torch.testing.assert_close(out[b, :n], mha(x[b:b + 1, :n])[0][0], atol=1e-5, rtol=1e-5)
 
@@ -53,7 +53,7 @@ def test_dft_value_matrix_cannot_create_frequencies():
     n = 256
     t = torch.arange(n, dtype=torch.float64) / n
     X = torch.stack([torch.sin(2 * math.pi * f * t) for f in (3, 17)])  # (2, n)
-    _, A = scaled_dot_product_attention(X, X, X)
+    _, A = attention_with_weights(X, X, X)
     Y = A.to(torch.complex128) @ (X.to(torch.complex128) @ dft_matrix(n))  # (2, n)
     assert Y[:, 10].abs().max() < 1e-10 * Y.abs().max()
     assert Y[0, 3].abs() > 100 and Y[1, 17].abs() > 100  # each row: the spectrum of its own signal

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from companion import masks
-from companion.masks import causal_mask, key_mask, padding_mask
+from companion.masks import causal_mask, real_key_mask, real_token_mask
 
 
 def test_causal_mask_values():
@@ -12,11 +12,11 @@ def test_causal_mask_values():
 
 
 def test_padding_mask_values():
-    m = padding_mask([3, 1, 0], max_len=4)
+    m = real_token_mask([3, 1, 0], max_len=4)
     expected = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
     assert torch.equal(m, expected)
-    assert padding_mask(torch.tensor([2, 5])).shape == (2, 5)
-    assert key_mask(m).shape == (3, 1, 1, 4)
+    assert real_token_mask(torch.tensor([2, 5])).shape == (2, 5)
+    assert real_key_mask(m).shape == (3, 1, 1, 4)
 
 
 def test_conversion_to_nn_multiheadattention_polarity():
@@ -26,17 +26,17 @@ def test_conversion_to_nn_multiheadattention_polarity():
     B, N, D = 2, 5, 8
     x = torch.randn(B, N, D)
     mha = torch.nn.MultiheadAttention(D, 2, batch_first=True).eval()
-    pad = padding_mask([5, 3], N)  # True = real token
+    real = real_token_mask([5, 3], N)  # True = real token
     causal = causal_mask(N)  # True = may attend
     ref, _ = mha(x, x, x, attn_mask=masks.to_torch_attn_mask(causal),
-                 key_padding_mask=masks.to_key_padding_mask(pad))
+                 key_padding_mask=masks.to_key_padding_mask(real))
     # our way: one boolean mask, causal AND padding, broadcast to (B, 1, N, N)
     w_q, w_k, w_v = mha.in_proj_weight.chunk(3)
     b_q, b_k, b_v = mha.in_proj_bias.chunk(3)
     def heads(t):
         return t.view(B, N, 2, D // 2).transpose(1, 2)
     q, k, v = heads(F.linear(x, w_q, b_q)), heads(F.linear(x, w_k, b_k)), heads(F.linear(x, w_v, b_v))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal & key_mask(pad))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal & real_key_mask(real))
     out = mha.out_proj(out.transpose(1, 2).reshape(B, N, D))
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
     # Passing our mask unconverted gives a different (wrong) answer
@@ -57,11 +57,11 @@ def test_additive_round_trip():
 @pytest.mark.parametrize("call, message", [
     (lambda: causal_mask(0), "n must be positive, got 0"),
     (lambda: causal_mask(2.5), "n must be an int"),
-    (lambda: padding_mask([3, 5], max_len=4), "max_len=4 is shorter than the longest sequence \\(5\\)"),
-    (lambda: padding_mask([[1, 2]]), "lengths must be 1-D"),
-    (lambda: padding_mask(torch.tensor([1.5])), "lengths must hold integers"),
-    (lambda: padding_mask([-1, 2]), "lengths must be >= 0"),
-    (lambda: key_mask(torch.ones(3, dtype=torch.bool)), "padding must have shape \\(B, N_k\\)"),
+    (lambda: real_token_mask([3, 5], max_len=4), "max_len=4 is shorter than the longest sequence \\(5\\)"),
+    (lambda: real_token_mask([[1, 2]]), "lengths must be 1-D"),
+    (lambda: real_token_mask(torch.tensor([1.5])), "lengths must hold integers"),
+    (lambda: real_token_mask([-1, 2]), "lengths must be >= 0"),
+    (lambda: real_key_mask(torch.ones(3, dtype=torch.bool)), "real_tokens must have shape \\(B, N_k\\)"),
     (lambda: masks.to_additive(torch.ones(2, 2)), "mask must be boolean"),
 ])
 def test_bad_input_messages(call, message):
@@ -142,8 +142,8 @@ def test_graph_mask_refuses_nan_and_non_matrices():
 
 
 def test_key_mask_needs_a_boolean_padding_mask():
-    with pytest.raises(TypeError, match="padding must be a boolean"):
-        key_mask(torch.ones(2, 3))
+    with pytest.raises(TypeError, match="real_tokens must be a boolean"):
+        real_key_mask(torch.ones(2, 3))
 
 
 def test_pixel_grid_numbers_pixels_row_by_row():
@@ -175,15 +175,15 @@ def test_window_mask_messages_name_the_argument():
 # --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
 
 def test_mask_builders_name_their_arguments_and_edges():
-    assert padding_mask([], max_len=3).shape == (0, 3)  # no sequences
+    assert real_token_mask([], max_len=3).shape == (0, 3)  # no sequences
     with pytest.raises(ValueError, match="max_len must be positive, got 0"):
-        padding_mask([])
+        real_token_mask([])
     with pytest.raises(ValueError, match="max_len must be positive, got 0"):
-        padding_mask([1], max_len=0)
+        real_token_mask([1], max_len=0)
     with pytest.raises(TypeError, match="lengths must be a torch.Tensor"):
-        padding_mask("abc")
-    with pytest.raises(TypeError, match="padding must be a torch.Tensor"):
-        key_mask([[True]])
+        real_token_mask("abc")
+    with pytest.raises(TypeError, match="real_tokens must be a torch.Tensor"):
+        real_key_mask([[True]])
     with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
         masks.to_torch_attn_mask(None)
     with pytest.raises(ValueError, match="width must be positive, got 0"):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from companion.masks import causal_mask, key_mask, padding_mask, to_key_padding_mask, to_torch_attn_mask
+from companion.masks import causal_mask, real_key_mask, real_token_mask, to_key_padding_mask, to_torch_attn_mask
 from companion.multihead import MultiHeadAttention
 
 
@@ -27,10 +27,10 @@ def test_masked_attention_equals_torch(fused):
     ours, ref = pair()
     ours.fused = fused
     x = torch.randn(2, 6, 16)
-    pad = padding_mask([6, 4], 6)
-    out, _ = ours(x, mask=causal_mask(6) & key_mask(pad))
+    real = real_token_mask([6, 4], 6)
+    out, _ = ours(x, mask=causal_mask(6) & real_key_mask(real))
     expected, _ = ref(x, x, x, attn_mask=to_torch_attn_mask(causal_mask(6)),
-                      key_padding_mask=to_key_padding_mask(pad), need_weights=False)
+                      key_padding_mask=to_key_padding_mask(real), need_weights=False)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -236,7 +236,7 @@ def test_messages_name_key_and_value(call, message):
 def test_cross_attention_cache_with_a_memory_mask_and_size_checks():
     mha = MultiHeadAttention(8, 2).eval()
     x, memory = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
-    real = key_mask(padding_mask([4, 2]))  # (B, 1, 1, N_k) over the memory
+    real = real_key_mask(real_token_mask([4, 2]))  # (B, 1, 1, N_k) over the memory
     full = mha(x, memory, memory, mask=real)[0]
     cache = {}
     for t in range(3):

@@ -76,7 +76,7 @@ PLANTS = {
         "wrong": ("masking_causal", "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()  # transposed\n"),
         "nan": ("masking_softmax", "def masked_softmax(scores, mask):\n"
                 "    return torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1)  # NaN on fully masked rows\n"),
-        "raise": ("masking_left", "def left_padding_mask(lengths, max_len):\n    return torch.arange(max_len)[lengths]  # IndexError\n"),
+        "raise": ("masking_left", "def left_real_token_mask(lengths, max_len):\n    return torch.arange(max_len)[lengths]  # IndexError\n"),
         "loop": ("masking_predict", "predicted_shape = (3, 1, 5, 5)\nwhile True:\n    pass\n"),
     },
     "05_multihead_attention": {

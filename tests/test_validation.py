@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from companion.attention import AdditiveAttention, fused_attention, scaled_dot_product_attention
+from companion.attention import AdditiveAttention, attention_with_weights, fused_attention
 from companion.device import default_device, seed_everything
 
 q = torch.randn(2, 5, 8)
@@ -11,7 +11,7 @@ k = torch.randn(2, 7, 8)
 v = torch.randn(2, 7, 4)
 
 
-@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+@pytest.mark.parametrize("fn", [attention_with_weights, fused_attention])
 @pytest.mark.parametrize("args, message", [
     ((torch.randn(8), k, v), "q must have at least 2 dimensions \\(..., length, dim\\), got shape \\(8,\\)"),
     ((q, torch.randn(2, 7, 6), v), "q and k must have the same last dimension to be compared, got q \\(2, 5, 8\\) and k \\(2, 7, 6\\)"),
@@ -25,7 +25,7 @@ def test_shape_messages(fn, args, message):
         fn(*args)
 
 
-@pytest.mark.parametrize("fn", [scaled_dot_product_attention, fused_attention])
+@pytest.mark.parametrize("fn", [attention_with_weights, fused_attention])
 def test_mask_messages(fn):
     with pytest.raises(TypeError, match="mask must be a boolean tensor \\(True = may attend\\), got dtype torch.float32"):
         fn(q, k, v, torch.zeros(5, 7))

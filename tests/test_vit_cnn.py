@@ -3,9 +3,11 @@
 import pytest
 import torch
 
-from companion.data.digits import digits_split, shift_images
-from companion.models.cnn import SmallCNN, count_parameters
+from companion.data.digits import digits_split
+from companion.data.transforms import shift_images
+from companion.models.cnn import SmallCNN
 from companion.models.vit import PatchEmbedding, ViT, patchify, unpatchify
+from companion.profiling import count_parameters
 
 
 def test_patchify_shapes_and_round_trip():

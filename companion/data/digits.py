@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .._validate import require_int, require_positive_int, require_seed, require_tensor
+from .._validate import require_positive_int, require_seed
 from .cache import cached_dataset
 
 DIGITS_FILE = Path(__file__).with_name("digits.csv.gz")
@@ -53,20 +53,3 @@ def digits_split(n_train: int, n_test: int = 500, seed: int = 0) -> DigitsSplit:
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     test, train = perm[:n_test], perm[n_test: n_test + n_train]
     return DigitsSplit(x[train], y[train], x[test], y[test])
-
-
-def shift_images(images: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
-    """Translate ``(B, C, H, W)`` images by ``dx`` pixels right and ``dy`` down, filling with 0."""
-    require_tensor("images", images)
-    require_int("dx", dx)
-    require_int("dy", dy)
-    if images.dim() != 4:
-        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
-    H, W = images.shape[-2:]
-    if abs(dx) >= W or abs(dy) >= H:
-        raise ValueError(f"shift ({dx}, {dy}) must be smaller than the image ({H}×{W})")
-    out = torch.zeros_like(images)
-    ys, yd = (slice(0, H - dy), slice(dy, H)) if dy >= 0 else (slice(-dy, H), slice(0, H + dy))
-    xs, xd = (slice(0, W - dx), slice(dx, W)) if dx >= 0 else (slice(-dx, W), slice(0, W + dx))
-    out[..., yd, xd] = images[..., ys, xs]
-    return out

@@ -53,10 +53,3 @@ class SmallCNN(nn.Module):
         require_matches_parameters("images", images, self.head.weight)
         h = self.features(images)  # (B, c, h, w)
         return self.head(h.mean(dim=(2, 3)))  # global average pooling -> (B, c) -> (B, classes)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """The number of trainable parameters of ``model``."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -26,7 +26,7 @@ from .._validate import (
     require_token_ids,
 )
 from ..attention import AdditiveAttention, DotProductAttention
-from ..masks import padding_mask
+from ..masks import real_token_mask
 
 
 class Seq2Seq(nn.Module):
@@ -64,7 +64,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         """Encoder states ``H (B, N, hidden)``, the last real state ``h_N (B, hidden)``
-        and the padding mask ``(B, N)`` (True = real token)."""
+        and the real-token mask ``(B, N)`` (True = real token)."""
         require_token_ids("src", src, self.src_vocab, rank=2)
         require_tensor("src_lengths", src_lengths)
         if src_lengths.is_floating_point() or src_lengths.is_complex() or src_lengths.dtype == torch.bool:
@@ -82,7 +82,7 @@ class Seq2Seq(nn.Module):
         H, _ = self.encoder(self.src_embed(src))  # (B, N, hidden)
         # A unidirectional GRU's state at the last real token ignores the padding after it.
         last = H[torch.arange(src.shape[0], device=src.device), src_lengths - 1]  # (B, hidden)
-        mask = padding_mask(src_lengths, src.shape[1])  # (B, N)
+        mask = real_token_mask(src_lengths, src.shape[1])  # (B, N)
         return H, last, mask
 
     def start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:

@@ -25,33 +25,35 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from .._validate import require_float, require_positive_int, require_rank, require_tensor
+from .._validate import require_float, require_int, require_positive_int, require_rank, require_tensor, require_token_ids
 from ..data.shapes import CAPTION_VOCAB, COLORS, RELATIONS, SHAPES
 from ..data.vocab import Vocab
 from ..masks import causal_mask
 from ..positional import SinusoidalPositionalEncoding
-from .transformer import Decoder, Encoder
+from .transformer import Decoder, Encoder, TransformerConfig
 from .vit import PatchEmbedding
 
 
 @dataclass
-class CaptionerConfig:
-    """Sizes of a :class:`TransformerCaptioner`. ``num_encoder_layers=0``: the decoder reads
-    the embedded patches themselves (no self-attention between patches)."""
+class CaptionerConfig(TransformerConfig):
+    """Sizes of a :class:`TransformerCaptioner`: a :class:`~companion.models.transformer.TransformerConfig` (the caption side
+    and the stacks) plus the image's, with defaults for chapter 9's 32×32 images and short
+    captions. ``num_encoder_layers=0``: the decoder reads the embedded patches themselves (no
+    self-attention between patches)."""
 
-    vocab_size: int
+    num_encoder_layers: int = 1
+    max_len: int = 32
     image_size: int = 32
     patch_size: int = 8
     in_channels: int = 3
-    d_model: int = 64
-    num_heads: int = 4
-    d_ff: int = 128
-    num_encoder_layers: int = 1
-    num_decoder_layers: int = 2
-    dropout: float = 0.0
-    norm_first: bool = True
-    max_len: int = 32
-    pad_id: int = 0
+
+    def check(self) -> None:
+        super().check()
+        for name in ("image_size", "patch_size", "in_channels"):
+            require_positive_int(name, getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
+        require_int("num_encoder_layers", self.num_encoder_layers, minimum=0)
 
 
 class TransformerCaptioner(nn.Module):
@@ -69,12 +71,7 @@ class TransformerCaptioner(nn.Module):
         if not isinstance(config, CaptionerConfig):
             raise TypeError(f"config must be a CaptionerConfig, got {type(config).__name__}")
         c = config
-        for name in ("vocab_size", "image_size", "patch_size", "d_model", "num_decoder_layers", "max_len"):
-            require_positive_int(name, getattr(c, name))
-        if c.image_size % c.patch_size:
-            raise ValueError(f"image_size={c.image_size} must be a multiple of patch_size={c.patch_size}")
-        if isinstance(c.num_encoder_layers, bool) or not isinstance(c.num_encoder_layers, int) or c.num_encoder_layers < 0:
-            raise ValueError(f"num_encoder_layers must be an int >= 0, got {c.num_encoder_layers!r}")
+        c.check()
         self.config = c
         self.grid = c.image_size // c.patch_size  # patches per side
         self.num_patches = self.grid**2  # N
@@ -84,7 +81,7 @@ class TransformerCaptioner(nn.Module):
                         if c.num_encoder_layers else nn.Identity())
         self.tgt_embed = nn.Embedding(c.vocab_size, c.d_model)
         nn.init.normal_(self.tgt_embed.weight, std=c.d_model**-0.5)  # × sqrt(d) gives unit scale
-        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, c.pe_base) if c.pe_base is not None else nn.Identity()
         self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
         self.generator = nn.Linear(c.d_model, c.vocab_size)  # d -> V logits
 
@@ -104,16 +101,10 @@ class TransformerCaptioner(nn.Module):
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``Embedding(ids) · sqrt(d)`` plus the sinusoidal position ``offset + t`` of each token."""
         x = self.tgt_embed(ids) * math.sqrt(self.config.d_model)  # (B, T, d)
-        return x + self.pos.pe[offset: offset + ids.shape[1]].to(x.dtype)  # (B, T, d)
+        return self.pos(x, offset) if isinstance(self.pos, SinusoidalPositionalEncoding) else x  # (B, T, d)
 
     def _check_ids(self, ids: torch.Tensor, offset: int = 0) -> None:
-        require_tensor("tokens_in", ids)
-        if ids.dtype not in (torch.long, torch.int32):
-            raise TypeError(f"tokens_in must hold integer token ids, got dtype {ids.dtype}")
-        require_rank("tokens_in", ids, 2, "batch, length")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"tokens_in ids must be in [0, {self.config.vocab_size}), got range "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
+        require_token_ids("tokens_in", ids, self.config.vocab_size, rank=2)  # range read on the CPU only
         if offset + ids.shape[1] > self.config.max_len:
             raise ValueError(f"tokens_in reaches position {offset + ids.shape[1]}, beyond max_len={self.config.max_len}")
 

@@ -1,14 +1,8 @@
-"""Self-attention seen from other fields: signal processing and convolution.
+"""A convolution written as multi-head self-attention (chapter 3; Cordonnier, Loukas & Jaggi, 2020).
 
-Two objects of chapter 3:
-
-- :func:`dft_matrix`, the ``N × N`` discrete Fourier transform matrix
-  ``F[j, k] = exp(-2πi·jk/N)``. Used as a value matrix ``W_V``, it turns a
-  self-attention layer into one that outputs spectra: ``x @ F == torch.fft.fft(x)``.
-- :class:`ConvAsSelfAttention`, a multi-head self-attention layer over the
-  pixels of an image whose attention scores depend only on the *relative*
-  position of query and key pixels. With one head per kernel offset it computes
-  exactly a ``K × K`` convolution (Cordonnier, Loukas & Jaggi, 2020).
+:class:`ConvAsSelfAttention` is a multi-head self-attention layer over the pixels of an image
+whose attention scores depend only on the *relative* position of query and key pixels. With one
+head per kernel offset (:func:`kernel_offsets`) it computes exactly a ``K × K`` convolution.
 """
 
 from __future__ import annotations
@@ -21,20 +15,6 @@ from torch import nn
 
 from ._validate import require_float, require_matches_parameters, require_positive_int, require_rank
 from .masks import pixel_grid
-
-
-def dft_matrix(n: int, dtype: torch.dtype = torch.complex128) -> torch.Tensor:
-    """The DFT matrix ``F`` of shape ``(n, n)``: ``F[j, k] = exp(-2πi·jk/n)``.
-
-    ``F`` is symmetric, so for a row of samples ``x`` (shape ``(..., n)``) the
-    spectrum is ``x @ F`` and equals ``torch.fft.fft(x)``.
-    """
-    require_positive_int("n", n)
-    if dtype not in (torch.complex64, torch.complex128):
-        raise TypeError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
-    k = torch.arange(n, dtype=torch.float64)  # (n,)
-    angle = -2 * math.pi * torch.outer(k, k).remainder(n) / n  # (n, n); remainder keeps angles small
-    return torch.polar(torch.ones_like(angle), angle).to(dtype)
 
 
 def kernel_offsets(kernel_size: int) -> torch.Tensor:
