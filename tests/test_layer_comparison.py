@@ -127,6 +127,8 @@ def test_time_layer_grows_with_the_work():
     layer = SelfAttentionLayer(16)
     short, long = time_layer(layer, 32, min_run_time=0.02), time_layer(layer, 1024, min_run_time=0.02)
     assert 0 < short < long  # 1024² scores against 32²: about a thousand times the work
+    wall = time_layer(layer, 1024, min_run_time=0.02, cpu_time=False)
+    assert wall > 0.5 * long  # one thread: the wall clock runs at least as fast as the CPU time
     with pytest.raises(ValueError, match="n must be positive"):
         time_layer(layer, 0)
     with pytest.raises(TypeError, match="d_model"):
