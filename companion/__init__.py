@@ -8,6 +8,8 @@ Each module holds one idea of the book:
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
+- :mod:`companion.layer_comparison` recurrent, convolutional and self-attention layers compared
+                              (Vaswani et al.'s Table 1: time and gradient path, measured)
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
@@ -29,6 +31,7 @@ from . import (
     data,
     decoding,
     device,
+    layer_comparison,
     masks,
     models,
     multihead,
@@ -61,8 +64,8 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
-    "profiling", "progress", "selfattention", "train",
+    "attention", "checks", "data", "decoding", "device", "layer_comparison", "masks", "models", "multihead",
+    "plotting", "positional", "profiling", "progress", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",
     "seed_everything", "sinusoidal_encoding",

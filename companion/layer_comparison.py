@@ -23,7 +23,6 @@ import time
 
 import torch
 from torch import nn
-from torch.utils import benchmark
 
 from ._validate import require_float, require_number, require_positive_int, require_rank
 from .multihead import MultiHeadAttention
@@ -166,6 +165,8 @@ def time_layer(layer: nn.Module, n: int, batch_size: int = 1, min_run_time: floa
     require_positive_int("batch_size", batch_size)
     require_positive_int("num_threads", num_threads)
     require_number("min_run_time", min_run_time, 0.0, strict=True)
+    from torch.utils import benchmark  # imported here: it takes a while, and only timing needs it
+
     x = torch.randn(batch_size, n, layer.d_model, generator=torch.Generator().manual_seed(seed))
     layer = layer.cpu().eval()
     with torch.no_grad():
