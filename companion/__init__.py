@@ -9,6 +9,8 @@ Each module holds one idea of the book:
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
 - :mod:`companion.conv_as_attention` a convolution written as multi-head self-attention
+- :mod:`companion.layer_comparison` recurrent, convolutional and self-attention layers compared
+                              (Vaswani et al.'s Table 1: time and gradient path, measured)
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.diagrams`   architecture diagrams whose shapes are recorded from a forward pass
 - :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
@@ -34,6 +36,7 @@ from . import (
     device,
     dft,
     diagrams,
+    layer_comparison,
     masks,
     models,
     multihead,
@@ -65,8 +68,9 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "masks",
-    "models", "multihead", "plotting", "positional", "profiling", "progress", "train",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams",
+    "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling", "progress",
+    "train",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
     "describe_device", "fused_attention", "real_token_mask", "seed_everything", "sinusoidal_encoding",
 ]

@@ -24,11 +24,14 @@ from .progress import tqdm
 @dataclass
 class History:
     """What a training run leaves behind: the logged ``steps`` and mean ``losses``
-    over each logging interval, and the wall-clock ``seconds``."""
+    over each logging interval, the wall-clock ``seconds``, and, when the run clips
+    gradients, ``grad_norms``: the total gradient norm ``‖g‖`` of every step *before*
+    clipping (clipping acted on the steps where it exceeds ``clip``)."""
 
     steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    grad_norms: list[float] = field(default_factory=list)
 
 
 def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
@@ -69,7 +72,10 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     another) and calls ``loss_fn(model, *rows)``, which returns a scalar loss.
     ``params`` restricts what is optimised (default: all of ``model``).
     ``warmup``: the learning rate grows linearly from ``lr / warmup`` to ``lr`` over the
-    first ``warmup`` steps, then stays (0: constant). On CUDA the forward pass runs
+    first ``warmup`` steps, then stays (0: constant); :func:`lr_at` gives its value at
+    every step. ``clip``: the gradient is rescaled to norm ``clip`` on steps where its total
+    norm is larger, ``g <- g · min(1, clip / ‖g‖)`` (``None``: never); the norms before
+    clipping are kept in ``History.grad_norms``. On CUDA the forward pass runs
     under autocast (:func:`mixed_precision`: bfloat16 where the GPU has it, else float16 with a
     gradient scaler). ``compile_model=True`` (or a mode such as ``"reduce-overhead"``, CUDA
     graphs) trains through ``torch.compile(model)`` (it shares the model's parameters): worth it
@@ -111,13 +117,15 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     data = [x.to(device) for x in data]  # once
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters() if params is None else params, lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    # LambdaLR multiplies lr by the factor of its step counter s = 0, 1, ...: optimiser step s + 1
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s + 1, 1.0, warmup))
     amp_dtype = mixed_precision(device)
     autocast = torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
     # float16 needs its loss scaled so that small gradients do not underflow; bfloat16 does not
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     history = History()
     running = torch.zeros((), device=device)
+    grad_norms = []  # ‖g‖ before clipping, one 0-d tensor per step: read back once, at the end
     order, pos = torch.randperm(n, generator=g).to(device), 0
     model.train()
     start = time.perf_counter()
@@ -136,7 +144,7 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
         scaler.scale(loss).backward()  # as loss.backward() when the scaler is off
         if clip is not None:
             scaler.unscale_(opt)  # clip the true gradients, not the scaled ones
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
+            grad_norms.append(nn.utils.clip_grad_norm_(model.parameters(), clip).detach())
         scaler.step(opt)  # skips the step if a scaled gradient overflowed
         scaler.update()
         sched.step()
@@ -150,7 +158,26 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
             running.zero_()
     model.eval()
     history.seconds = time.perf_counter() - start
+    history.grad_norms = torch.stack(grad_norms).tolist() if grad_norms else []
     return history
+
+
+def lr_at(step: int, lr: float, warmup: int = 0) -> float:
+    """The learning rate of optimiser step ``step`` (1, 2, ...) under :func:`train`'s schedule,
+    **linear warmup, then constant**:
+
+        lr_at(step) = lr · min(1, step / warmup)      (lr for every step when warmup = 0)
+
+    Step 1 uses ``lr / warmup``, step ``warmup`` and every later step the full ``lr``.
+    A small first rate keeps the first updates, made while Adam's moment estimates rest
+    on a handful of gradients and a post-norm model's gradients are largest, from
+    throwing the weights far; Vaswani et al. (2017) warm up for 4,000 steps.
+    """
+    require_positive_int("step", step)
+    require_number("lr", lr, 0.0, strict=True)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0 (steps), got {warmup!r}")
+    return lr * min(1.0, step / warmup) if warmup else lr
 
 
 def mixed_precision(device: torch.device) -> torch.dtype | None:
