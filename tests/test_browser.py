@@ -4,7 +4,7 @@ Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose h
 resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
 render its math or figures fails here. Skipped, with the reason, when the book is not
 built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page, one
-chapter and the architecture diagrams of chapters 5 and 7 go to ``_build/screenshots/``.
+chapter, the architecture diagrams of chapters 5 and 7 and chapter 9's caption attention go to ``_build/screenshots/``.
 """
 
 from __future__ import annotations
@@ -158,6 +158,17 @@ def test_architecture_diagram_renders(server, browser, stem):
         else:
             assert graph[0] and graph[2] > 400, f"torchview's graph did not render: {graph}"
             browser.save_screenshot(str(SCREENSHOTS / f"{stem}_torchview.png"))
+
+
+def test_caption_attention_figure_renders(server, browser):
+    """Chapter 9's figure of the cross-attention over the image while each word is written."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    open_page(browser, f"{server}/notebooks/09_capstone_captioning.html")
+    figure = find_figure(browser, "Two rows of panels, one per generated word")
+    assert figure, "no caption cross-attention figure on chapter 9's page"
+    loaded, width, height = figure
+    assert loaded and width >= 800 and height >= 200, f"the figure did not render at a readable size: {figure}"
+    browser.save_screenshot(str(SCREENSHOTS / "09_capstone_caption_attention.png"))
 
 
 def test_search_page_finds_attention(server, browser):
