@@ -6,10 +6,11 @@ Each module holds one idea of the book:
 - :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
 - :mod:`companion.masks`      causal and padding masks (True = may attend)
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
+- :mod:`companion.heads`      what each trained head does: entropy, peak offset, mass on a key
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.selfattention` the DFT matrix and a convolution written as self-attention
 - :mod:`companion.plotting`   attention heat maps and cost plots
-- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
+- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse, coreference; vocabularies
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
                               the Transformer, the Vision Transformer, a small CNN
 - :mod:`companion.train`      one training loop, evaluation helpers
@@ -29,6 +30,7 @@ from . import (
     data,
     decoding,
     device,
+    heads,
     masks,
     models,
     multihead,
@@ -61,7 +63,7 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "data", "decoding", "device", "masks", "models", "multihead", "plotting", "positional",
+    "attention", "checks", "data", "decoding", "device", "heads", "masks", "models", "multihead", "plotting", "positional",
     "profiling", "progress", "selfattention", "train",
     "AdditiveAttention", "MultiHeadAttention", "causal_mask", "default_device",
     "describe_device", "fused_attention", "padding_mask", "scaled_dot_product_attention",

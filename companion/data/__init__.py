@@ -4,6 +4,7 @@
 - :mod:`companion.data.shapes`    images of coloured shapes with captions (and labels)
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
+- :mod:`companion.data.coreference` which noun "it" refers to, decided by a property word
 - :mod:`companion.data.digits`    the UCI 8×8 handwritten digits (shipped in the package, no download)
 
 Every generator draws its random numbers in one batch from a generator seeded
@@ -11,12 +12,13 @@ by ``seed``, so the same call gives the same data on every machine; within a ses
 same call is generated once and served from memory (:mod:`companion.data.cache`).
 """
 
-from . import dates, digits, sequences, shapes, vocab
+from . import coreference, dates, digits, sequences, shapes, vocab
+from .coreference import CorefBatch, make_coreference
 from .dates import DateBatch, make_dates
 from .digits import DigitsSplit, digits_split
 from .sequences import SequenceBatch, make_sequence_task
 from .shapes import ShapesBatch, make_shapes
 from .vocab import Vocab
 
-__all__ = ["dates", "digits", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
-           "ShapesBatch", "Vocab", "digits_split", "make_dates", "make_sequence_task", "make_shapes"]
+__all__ = ["coreference", "dates", "digits", "sequences", "shapes", "vocab", "DateBatch", "DigitsSplit", "SequenceBatch",
+           "ShapesBatch", "Vocab", "CorefBatch", "digits_split", "make_coreference", "make_dates", "make_sequence_task", "make_shapes"]
