@@ -6,6 +6,7 @@ Each module holds one idea of the book:
 - :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
 - :mod:`companion.masks`      causal and real-token masks (True = may attend), conversions to torch
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
+- :mod:`companion.heads`      what each trained head does: entropy, peak offset, mass on a key
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
 - :mod:`companion.conv_as_attention` a convolution written as multi-head self-attention
@@ -13,7 +14,7 @@ Each module holds one idea of the book:
                               (Vaswani et al.'s Table 1: time and gradient path, measured)
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.diagrams`   architecture diagrams whose shapes are recorded from a forward pass
-- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse; vocabularies
+- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse, coreference; vocabularies
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
                               the Transformer, the Vision Transformer, a small CNN
 - :mod:`companion.train`      one training loop, evaluation helpers
@@ -36,6 +37,7 @@ from . import (
     device,
     dft,
     diagrams,
+    heads,
     layer_comparison,
     masks,
     models,
@@ -68,7 +70,7 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "heads",
     "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling", "progress",
     "train",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",

@@ -5,6 +5,7 @@
 - :mod:`companion.data.dates`     human-readable dates -> ISO dates, character level
 - :mod:`companion.data.expressions` arithmetic expressions -> bracketed parse trees
 - :mod:`companion.data.sequences` copy / reverse a sequence of adjustable length
+- :mod:`companion.data.coreference` which noun "it" refers to, decided by a property word
 - :mod:`companion.data.digits`    the UCI 8×8 handwritten digits (shipped in the package, no download)
 - :mod:`companion.data.transforms` changes of image batches (shifts) to test what a model does with them
 
@@ -13,7 +14,8 @@ by ``seed``, so the same call gives the same data on every machine; within a ses
 same call is generated once and served from memory (:mod:`companion.data.cache`).
 """
 
-from . import dates, digits, expressions, sequences, shapes, transforms, vocab
+from . import coreference, dates, digits, expressions, sequences, shapes, transforms, vocab
+from .coreference import CorefBatch, make_coreference
 from .dates import DateBatch, make_dates
 from .digits import DigitsSplit, digits_split
 from .expressions import ExpressionBatch, make_expressions
@@ -21,6 +23,7 @@ from .sequences import SequenceBatch, make_sequence_task
 from .shapes import ShapesBatch, make_shapes
 from .vocab import Vocab
 
-__all__ = ["dates", "digits", "expressions", "sequences", "shapes", "transforms", "vocab", "DateBatch",
-           "DigitsSplit", "ExpressionBatch", "SequenceBatch", "ShapesBatch", "Vocab", "digits_split",
-           "make_dates", "make_expressions", "make_sequence_task", "make_shapes"]
+__all__ = ["coreference", "dates", "digits", "expressions", "sequences", "shapes", "transforms", "vocab",
+           "CorefBatch", "DateBatch", "DigitsSplit", "ExpressionBatch", "SequenceBatch", "ShapesBatch", "Vocab",
+           "digits_split", "make_coreference", "make_dates", "make_expressions", "make_sequence_task",
+           "make_shapes"]
