@@ -33,9 +33,9 @@ needs_nbgrader = pytest.mark.skipif(not HAVE_NBGRADER or not Path("/usr/bin/bwra
 def _from_solution(chapter, grade_id, old, new):
     """(grade_id, the instructor's solution with ``old`` replaced by ``new``): a planted mistake in
     an exercise whose answer is a whole model or training step, too long to copy here."""
-    for c in json.loads((course.NOTEBOOKS / f"{chapter}.ipynb").read_text())["cells"]:
+    for c in nbformat.read(course.NOTEBOOKS / f"{chapter}.ipynb", as_version=4).cells:
         if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
-            text = "".join(c["source"])
+            text = c.source
             assert text.count(old) == 1, f"{chapter}/{grade_id}: {old!r} should occur once in the solution"
             return grade_id, text.replace(old, new)
     raise KeyError(f"{chapter} has no cell {grade_id!r}")
