@@ -27,8 +27,9 @@ from torch import nn
 from ._validate import require_float, require_number, require_positive_int, require_rank
 from .multihead import MultiHeadAttention
 
-#: Table 1 of Vaswani et al. (2017): layer -> (cost per layer, sequential operations,
-#: maximum path length), for n tokens of size d and kernels of size k.
+#: The rows of Table 1 in Vaswani et al. (2017), one per kind of layer, each
+#: (cost per layer, sequential operations, maximum path length) for n tokens of size d
+#: and kernels of size k.
 TABLE_1 = {
     "self-attention": ("O(n² d)", "O(1)", "O(1)"),
     "recurrent": ("O(n d²)", "O(n)", "O(n)"),
@@ -62,7 +63,7 @@ class ConvolutionStack(nn.Module):
     ``y_t = Σ_{|j| ≤ (k-1)/2} x_{t+j} W_j + b`` per layer.
 
     One layer costs ``O(k n d²)`` and has no sequential steps. Output ``t`` sees the inputs
-    within :attr:`receptive_radius` ``= num_layers · (k-1)/2`` positions of ``t`` and
+    within ``receptive_radius = num_layers · (k-1)/2`` positions of ``t`` and
     nothing beyond: there its gradient is exactly 0.
     """
 

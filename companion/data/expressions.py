@@ -27,7 +27,7 @@ from .vocab import Vocab
 DIGITS = list("0123456789")
 OPERATORS = ["+", "-", "*"]
 PRECEDENCE = {"+": 1, "-": 1, "*": 2}
-"""How strongly each operator binds: ``*`` before ``+`` and ``-``."""
+"""How strongly each operator binds (``*`` before ``+`` and ``-``)."""
 NOTATIONS = ("prefix", "infix")
 
 INPUT_VOCAB = Vocab(DIGITS + OPERATORS)
