@@ -6,6 +6,7 @@ prints the share of mutants the tests kill, with every survivor listed.
 
     python benchmarks/mutation.py                     # attention, masks, multihead, positional
     python benchmarks/mutation.py --modules masks     # one module
+    python benchmarks/mutation.py --modules decoding train models/blocks --jobs 2
     python benchmarks/mutation.py --keep /tmp/mut     # keep the scratch folder (mutmut show <name>)
 
 Survivors are judged one by one: either a test is added that kills them, or they are
@@ -27,7 +28,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODULES = ["attention", "masks", "multihead", "positional"]
 # the quick test set of these modules (test_transformer.py also covers them, but costs 5x the time)
 TESTS = ["conftest.py", "test_attention.py", "test_masks.py", "test_multihead.py", "test_positional.py",
-         "test_validation.py", "test_identities.py", "test_dft.py", "test_conv_as_attention.py"]
+         "test_validation.py", "test_identities.py", "test_dft.py", "test_conv_as_attention.py",
+         # decoding, train, models/blocks
+         "test_decoding.py", "test_beam.py", "test_train.py", "test_train_warmup.py", "test_blocks.py"]
+# the slow tests left out: a 15-30 s training run per mutant of train() would take hours
+DESELECT = ["tests/test_train.py::test_tiny_run_overfits_a_handful_of_examples"]
+
+
+def module_path(name: str) -> str:
+    """``decoding``, ``models/blocks`` or ``models.blocks`` -> ``companion/models/blocks.py``."""
+    name = name.removesuffix(".py").replace(".", "/").removeprefix("companion/")
+    if not (ROOT / "companion" / f"{name}.py").is_file():
+        raise SystemExit(f"no module companion/{name}.py")
+    return f"companion/{name}.py"
 
 
 def setup(work: Path, modules: list[str]) -> None:
@@ -39,8 +52,9 @@ def setup(work: Path, modules: list[str]) -> None:
     (work / "tests").mkdir()
     for name in TESTS:
         shutil.copy(ROOT / "tests" / name, work / "tests" / name)
-    only = ", ".join(f'"companion/{m}.py"' for m in modules)
+    only = ", ".join(f'"{module_path(m)}"' for m in modules)
     tests = ", ".join(f'"tests/{t}"' for t in TESTS if t.startswith("test_"))
+    deselect = ", ".join(f'"--deselect", "{d}"' for d in DESELECT)
     # Whole `raise` statements are left alone: rewording an error message (mutmut's "XX…XX")
     # gives one mutant per string; the validation *conditions* before them are still mutated.
     (work / "setup.cfg").write_text("")
@@ -51,6 +65,7 @@ def setup(work: Path, modules: list[str]) -> None:
         'source_paths = ["companion"]\n'
         f"only_mutate = [{only}]\n"
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
+        f"pytest_add_cli_args = [{deselect}]\n"
         'do_not_mutate_patterns = ["^\\\\s*raise "]\n'
     )
 
