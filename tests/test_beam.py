@@ -80,3 +80,47 @@ def test_step_function_output_is_checked(decode):
         decode(lambda p, s: (torch.full((p.shape[0], 5), float("nan")), s), None, BOS, EOS, 3, batch_size=1)
     with pytest.raises(TypeError, match="logits a tensor, got list"):
         decode(lambda p, s: ([[0.0] * 5] * p.shape[0], s), None, BOS, EOS, 3, batch_size=1)
+
+
+def test_defaults_beam_of_four_raw_sum_pad_zero():
+    rows = []
+
+    def spy(prev, state):
+        rows.append(prev.shape[0])
+        return toy_step(prev, state)
+
+    out = beam_search(spy, torch.zeros(3), BOS, EOS, 4, batch_size=3)
+    assert set(rows) == {3 * 4}  # B·k rows with the default beam_size=4
+    assert out.tokens.dtype == torch.long and out.lengths.dtype == torch.long
+    # raw sum (length_penalty=0): B <end> (0.4 · 0.9 = 0.36) beats every longer hypothesis
+    assert out.tokens[:, :2].tolist() == [[B, EOS]] * 3 and out.lengths.tolist() == [2] * 3
+    assert out.tokens.shape[1] > 2 and (out.tokens[:, 2:] == 0).all()  # padded with pad_id=0
+
+
+def test_beam_pads_after_end_and_stops_when_every_beam_ended():
+    calls = []
+
+    def spy(prev, state):
+        calls.append(prev.clone())
+        return toy_step(prev, state)
+
+    out = beam_search(spy, torch.zeros(1), BOS, EOS, 10, batch_size=1, beam_size=2)
+    # step 1: A, B; step 2: B <end> (0.36) and A <end> (0.21) are the best two: both ended -> stop
+    assert len(calls) == 2 and out.tokens.tolist() == [[B, EOS]]
+
+
+def test_length_normalisation_divides_by_the_true_length():
+    # <start> -> <end> (p 0.4, length 1) or <start> -> A (0.6) -> <end> (0.6): p 0.36, length 2
+    def step(prev, state):
+        p = torch.full((prev.shape[0], 5), 1e-6)
+        p[prev == BOS, EOS], p[prev == BOS, A] = 0.4, 0.6
+        p[prev == A, EOS], p[prev == A, B] = 0.6, 0.4
+        p[(prev == EOS) | (prev == PAD), PAD] = 1.0
+        return p.log(), state
+
+    raw = beam_search(step, None, BOS, EOS, 3, batch_size=1, beam_size=2)
+    assert raw.tokens[0, :1].tolist() == [EOS] and raw.lengths.item() == 1  # raw sums: log 0.4 > log 0.36
+    out = beam_search(step, None, BOS, EOS, 3, batch_size=1, beam_size=2, length_penalty=1.0)
+    # α = 1: log 0.4 / 1 = -0.92 < log 0.36 / 2 = -0.51: the longer one wins
+    # (dividing the short one by 2 instead of its length 1 would give -0.46 and pick it)
+    assert out.tokens[0, :2].tolist() == [A, EOS] and out.lengths.item() == 2
