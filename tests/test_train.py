@@ -191,3 +191,172 @@ def test_compile_model_takes_a_mode_and_refuses_others():
     with pytest.raises(ValueError, match="compile_model"):
         train(model, lambda m, x, y: (m(x) - y).pow(2).mean(), data, steps=1, device="cpu", progress=False,
               compile_model="fastest")
+
+
+def _linear_run(**kw):
+    """A Linear(3, 1) trained by MSE on 100 fixed examples; returns its weights and the History."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(100, 3, generator=g) * 10, torch.randn(100, 1, generator=g) * 10  # ‖g‖ > 1: clipped
+    hist = train(model, _mse, [x, y], device="cpu", progress=False, **kw)
+    return torch.cat([model.weight.flatten(), model.bias]), hist
+
+
+def test_train_defaults_are_the_documented_ones():
+    w_default, h_default = _linear_run(steps=100)
+    w_explicit, _ = _linear_run(steps=100, batch_size=64, lr=3e-3, seed=0, clip=1.0, warmup=0, log_every=50)
+    assert torch.equal(w_default, w_explicit)
+    assert h_default.steps == [50, 100] and max(h_default.grad_norms) > 1.0  # the clip was active
+
+
+def test_train_seed_alone_fixes_the_shuffling():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = torch.randn(20, 3), torch.randn(20, 1)
+    runs = []
+    for global_seed in (1, 2):  # the global generator must not matter
+        model.load_state_dict(start)
+        torch.manual_seed(global_seed)
+        train(model, _mse, [x, y], steps=7, batch_size=3, seed=5, device="cpu", progress=False)
+        runs.append(model.weight.detach().clone())
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_every_pass_sees_every_example_once():
+    seen = []
+
+    def loss_fn(m, i, x):
+        seen.append(i.tolist())
+        return m(x).pow(2).mean()
+
+    n, bs = 6, 2
+    train(torch.nn.Linear(1, 1), loss_fn, [torch.arange(n), torch.randn(n, 1)], steps=6, batch_size=bs,
+          device="cpu", progress=False)
+    assert all(len(b) == bs for b in seen)
+    first, second = sum(seen[:3], []), sum(seen[3:], [])  # n / bs = 3 steps per pass
+    assert sorted(first) == list(range(n)) and sorted(second) == list(range(n))
+
+
+def test_train_only_updates_params():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 1))
+    frozen = model[0].weight.detach().clone()
+    train(model, _mse, [torch.randn(8, 3), torch.randn(8, 1)], steps=3, batch_size=4, device="cpu",
+          progress=False, params=model[1].parameters())
+    assert torch.equal(model[0].weight, frozen)
+
+
+def test_logged_losses_are_the_means_of_each_interval():
+    losses = []
+
+    def loss_fn(m, x, y):
+        loss = _mse(m, x, y)
+        losses.append(loss.item())
+        return loss
+
+    before = __import__("time").perf_counter()
+    hist = train(torch.nn.Linear(3, 1), loss_fn, [torch.randn(8, 3), torch.randn(8, 1)], steps=5, batch_size=4,
+                 log_every=2, device="cpu", progress=False)
+    wall = __import__("time").perf_counter() - before
+    assert hist.steps == [2, 4, 5]  # the last, shorter interval is step 5 alone
+    want = [(losses[0] + losses[1]) / 2, (losses[2] + losses[3]) / 2, losses[4]]
+    assert hist.losses == pytest.approx(want, rel=1e-5)
+    assert 0 < hist.seconds <= wall
+
+
+def test_progress_false_prints_nothing(capfd):
+    train(torch.nn.Linear(3, 1), _mse, [torch.randn(8, 3), torch.randn(8, 1)], steps=2, batch_size=4,
+          device="cpu", progress=False)
+    assert capfd.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("data, message", [
+    ([torch.tensor(1.0)], "all data tensors need the same number of examples"),
+    (["x"], r"data\[0\]"),
+])
+def test_train_checks_a_single_data_tensor(data, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        train(torch.nn.Linear(3, 1), lambda m, x: m(x).sum(), data, steps=1, device="cpu", progress=False)
+
+
+def test_train_on_a_single_data_tensor():
+    hist = train(torch.nn.Linear(3, 1), lambda m, x: m(x).pow(2).mean(), [torch.randn(8, 3)], steps=2,
+                 batch_size=4, device="cpu", progress=False)
+    assert hist.steps == [2]
+
+
+@pytest.mark.parametrize("kw, name", [({"steps": 0}, "steps"), ({"batch_size": 0}, "batch_size"),
+                                      ({"log_every": 0}, "log_every")])
+def test_train_errors_name_the_argument(kw, name):
+    args = {"steps": 1, "device": "cpu", "progress": False, **kw}
+    with pytest.raises(ValueError, match=f"^{name} must be positive, got 0"):
+        train(torch.nn.Linear(3, 1), _mse, [torch.randn(8, 3), torch.randn(8, 1)], **args)
+
+
+def test_train_warmup_must_be_an_int():
+    with pytest.raises(ValueError, match="warmup must be an int >= 0"):
+        train(torch.nn.Linear(3, 1), _mse, [torch.randn(8, 3), torch.randn(8, 1)], steps=1, device="cpu",
+              progress=False, warmup="2")
+
+
+def test_sequence_loss_by_hand():
+    # uniform logits over V=4: every real target costs log 4
+    logits = torch.zeros(1, 3, 4)
+    assert sequence_loss(logits, torch.tensor([[1, 0, 0]])).item() == pytest.approx(torch.log(torch.tensor(4.0)))
+    # two real targets of three: (log 4 + (log(e^2 + 3) - 2)) / 2, the padding counted nowhere
+    logits[0, 1, 3] = 2.0
+    want = (torch.log(torch.tensor(4.0)) + torch.log(torch.tensor(2.0).exp() + 3) - 2) / 2
+    assert sequence_loss(logits, torch.tensor([[1, 3, 0]])).item() == pytest.approx(want.item())
+    # token 0 is a real target when the padding id is another one
+    assert sequence_loss(torch.zeros(1, 2, 4), torch.tensor([[0, 3]]), pad_id=3).item() == pytest.approx(
+        torch.log(torch.tensor(4.0)).item())
+
+
+def test_sequence_loss_names_its_mistakes():
+    logits = torch.zeros(2, 3, 4)
+    with pytest.raises(TypeError, match="^targets must be"):
+        sequence_loss(logits, [[1, 2, 3]] * 2)
+    with pytest.raises(TypeError, match="targets must hold integer token ids, got dtype torch.bool"):
+        sequence_loss(logits, torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="^pad_id must be"):
+        sequence_loss(logits, torch.ones(2, 3, dtype=torch.long), pad_id="0")
+    with pytest.raises(ValueError, match=r"logits must be \(B, T, V\) and targets \(B, T\)"):
+        sequence_loss(logits, torch.ones(2, 4, dtype=torch.long))
+
+
+def test_predict_chunks_of_1024_by_default_and_names_its_mistakes():
+    sizes = []
+    out = predict(lambda x: (sizes.append(x.shape[0]), x.argmax(-1))[1], torch.randn(2000, 3))
+    assert sizes == [1024, 976] and out.shape == (2000,)  # 1-D outputs: concatenated, no padding
+    out = predict(lambda x: x * 2, torch.ones(3, 2))  # one chunk of 2-D outputs
+    assert torch.equal(out, torch.full((3, 2), 2.0))
+    with pytest.raises(ValueError, match="^batch_size must be positive"):
+        predict(lambda x: x, torch.ones(3, 2), batch_size=0)
+    with pytest.raises(TypeError, match=r"^tensors\[0\] must be"):
+        predict(lambda x: x, [1, 2])
+    with pytest.raises(ValueError, match="the inputs hold no rows"):
+        predict(lambda x: x, torch.tensor(1.0))
+
+
+def test_sequence_accuracy_by_hand_and_its_mistakes():
+    assert sequence_accuracy(torch.tensor([[7]]), torch.tensor([[7, 9]]), pad_id=9) == (1.0, 1.0)
+    # a missing token is padded with pad_id (9), not 0, so it cannot match a real 0
+    assert sequence_accuracy(torch.tensor([[1]]), torch.tensor([[1, 0]]), pad_id=9) == (0.0, 0.5)
+    with pytest.raises(TypeError, match="^pred must be"):
+        sequence_accuracy([[1]], torch.tensor([[1]]))
+    with pytest.raises(TypeError, match="^target must be"):
+        sequence_accuracy(torch.tensor([[1]]), [[1]])
+    with pytest.raises(ValueError, match=r"pred and target must be \(B, T\) with the same B"):
+        sequence_accuracy(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"pred and target must be \(B, T\) with the same B"):
+        sequence_accuracy(torch.ones(2, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match="pred must hold token ids"):
+        sequence_accuracy(torch.ones(1, 3), torch.ones(1, 3, dtype=torch.long))
+
+
+def test_bfloat16_from_compute_capability_8(monkeypatch):
+    from companion.train import mixed_precision
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # A100
+    assert mixed_precision(torch.device("cuda")) == torch.bfloat16

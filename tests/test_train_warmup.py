@@ -96,3 +96,8 @@ def test_history_keeps_the_gradient_norm_before_clipping():
     assert min(h.grad_norms) > 0.5  # above the threshold: every step was clipped
     assert train(model, lambda m, xb, yb: ((m(xb) - yb) ** 2).mean(), [x, y], steps=2, batch_size=8, clip=None,
                  device="cpu", progress=False).grad_norms == []
+
+
+def test_lr_at_refuses_a_float_warmup():
+    with pytest.raises(ValueError, match="warmup must be an int >= 0"):
+        lr_at(1, 0.1, warmup=2.0)
