@@ -360,3 +360,25 @@ def test_bfloat16_from_compute_capability_8(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # A100
     assert mixed_precision(torch.device("cuda")) == torch.bfloat16
+
+
+@pytest.mark.parametrize("mode", ["default", "max-autotune"])
+def test_compile_model_accepts_every_torch_compile_mode(monkeypatch, mode):
+    import companion.train as train_module
+
+    compiled = []
+    monkeypatch.setattr(train_module.torch, "compile", lambda model, mode=None: compiled.append(mode) or model)
+    train(torch.nn.Linear(3, 1), _mse, [torch.randn(8, 3), torch.randn(8, 1)], steps=1, batch_size=4,
+          device="cpu", progress=False, compile_model=mode)
+    assert compiled == [mode]
+
+
+def test_progress_bar_is_on_by_default_with_its_label(capfd, monkeypatch):
+    import companion.progress
+
+    monkeypatch.setattr(companion.progress, "bar_class", lambda: __import__("tqdm").tqdm)  # plain text
+    data = [torch.randn(8, 3), torch.randn(8, 1)]
+    train(torch.nn.Linear(3, 1), _mse, data, steps=2, batch_size=4, device="cpu")
+    assert "training" in capfd.readouterr().err
+    train(torch.nn.Linear(3, 1), _mse, data, steps=2, batch_size=4, device="cpu", desc="fitting")
+    assert "fitting" in capfd.readouterr().err
