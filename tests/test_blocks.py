@@ -186,3 +186,66 @@ def test_one_norm_first_default_for_every_class():
         defaults[config.__name__] = next(f.default for f in dataclasses.fields(config) if f.name == "norm_first")
     assert defaults == dict.fromkeys(defaults, True)
     assert EncoderLayer(D, H, FF).norm_first and isinstance(Encoder(1, D, H, FF).norm, LayerNorm)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_layer_with_a_cache_equals_the_causal_pass(norm_first):
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, FF, norm_first=norm_first).eval()
+    y, memory = torch.randn(2, 4, D), torch.randn(2, 5, D)
+    full = layer(y, memory, self_mask=causal_mask(4))
+    cache, steps = {}, []
+    for t in range(4):
+        steps.append(layer(y[:, t:t + 1], memory, cache=cache))
+        assert cache["self"]["k"].shape == (2, H, t + 1, D // H)  # one more key per step
+        assert cache["cross"]["k"].shape == (2, H, 5, D // H)  # the memory's keys, kept
+        assert layer.self_weights.shape == (2, H, 1, t + 1) and layer.cross_weights.shape == (2, H, 1, 5)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    # the memory's keys and values come from the cache after the first step: the memory passed is not read
+    again = layer(y[:, :1], torch.zeros_like(memory), cache={"self": {}, "cross": cache["cross"]})
+    torch.testing.assert_close(again, steps[0], atol=1e-6, rtol=1e-6)
+
+
+def test_layers_keep_attention_weights_only_when_asked():
+    x = torch.randn(2, 3, D)
+    enc, dec = EncoderLayer(D, H, FF), DecoderLayer(D, H, FF)
+    assert enc.attn_weights is None and dec.self_weights is None and dec.cross_weights is None
+    enc(x)
+    dec(x, x)
+    assert enc.attn_weights is None and dec.self_weights is None and dec.cross_weights is None
+    for norm_first in (True, False):
+        enc = EncoderLayer(D, H, FF, norm_first=norm_first)
+        enc(x, need_weights=True)
+        assert enc.attn_weights.shape == (2, H, 3, 3)
+        torch.testing.assert_close(enc.attn_weights.sum(-1), torch.ones(2, H, 3))
+    assert DecoderLayer(D, H, FF).norm_first  # pre-norm by default, as EncoderLayer
+
+
+def test_dropout_reaches_every_sublayer():
+    enc, dec = EncoderLayer(D, H, FF, dropout=0.25), DecoderLayer(D, H, FF, dropout=0.25)
+    assert enc.self_attn.dropout == enc.ffn.dropout.p == enc.dropout.p == 0.25
+    assert dec.self_attn.dropout == dec.cross_attn.dropout == dec.ffn.dropout.p == dec.dropout.p == 0.25
+
+
+def test_layer_norm_uses_its_eps_and_ffn_takes_any_rank():
+    x = torch.randn(3, 5, D)
+    norm = LayerNorm(D, eps=1.0)  # a large eps changes the result visibly
+    torch.testing.assert_close(norm(x), layer_norm(x, norm.weight, norm.bias, eps=1.0))
+    ffn = FeedForward(D, FF)
+    torch.testing.assert_close(ffn(x[0]), ffn(x)[0])  # (N, d): every position alone
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: LayerNorm(0), "^d_model must be"),
+    (lambda: FeedForward(0, FF), "^d_model must be"),
+    (lambda: FeedForward(D, 0), "^d_ff must be"),
+    (lambda: LayerNorm(D)(torch.ones(2, D, dtype=torch.long)), "^x must be"),
+    (lambda: FeedForward(D, FF)(torch.ones(2, D, dtype=torch.long)), "^x must be"),
+    (lambda: EncoderLayer(D, H, FF)(torch.randn(3, D)), r"batch, length, d_model"),
+    (lambda: layer_norm(torch.randn(2, D), [1.0] * D, torch.zeros(D)), "^weight must be"),
+    (lambda: layer_norm(torch.randn(2, D), torch.ones(D), [0.0] * D), "^bias must be"),
+    (lambda: layer_norm(torch.randn(2, D), torch.ones(D), torch.zeros(D + 1)), r"^bias must have shape \(16,\)"),
+])
+def test_block_errors_name_the_argument(make, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        make()
