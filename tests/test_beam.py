@@ -82,6 +82,9 @@ def test_step_function_output_is_checked(decode):
         decode(lambda p, s: ([[0.0] * 5] * p.shape[0], s), None, BOS, EOS, 3, batch_size=1)
 
 
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+
 def test_defaults_beam_of_four_raw_sum_pad_zero():
     rows = []
 

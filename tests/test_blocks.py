@@ -188,6 +188,9 @@ def test_one_norm_first_default_for_every_class():
     assert EncoderLayer(D, H, FF).norm_first and isinstance(Encoder(1, D, H, FF).norm, LayerNorm)
 
 
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_decoder_layer_with_a_cache_equals_the_causal_pass(norm_first):
     torch.manual_seed(0)

@@ -71,6 +71,9 @@ def test_index_state_and_generate_name_their_mistakes():
         generate(m, bos_id=1, eos_id=2, max_len=3)
 
 
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+
 def test_greedy_log_prob_stops_counting_after_end():
     # logits 10 for the scripted token, -10 for the 5 others: log p = -log(1 + 5 e^-20) per step
     step = scripted([[2, 3, 3], [4, 4, 2]])

@@ -193,6 +193,9 @@ def test_compile_model_takes_a_mode_and_refuses_others():
               compile_model="fastest")
 
 
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+
 def _linear_run(**kw):
     """A Linear(3, 1) trained by MSE on 100 fixed examples; returns its weights and the History."""
     torch.manual_seed(0)

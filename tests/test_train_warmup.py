@@ -98,6 +98,9 @@ def test_history_keeps_the_gradient_norm_before_clipping():
                  device="cpu", progress=False).grad_norms == []
 
 
+# --- found by mutation testing (benchmarks/mutation.py) -----------------------------------
+
+
 def test_lr_at_refuses_a_float_warmup():
     with pytest.raises(ValueError, match="warmup must be an int >= 0"):
         lr_at(1, 0.1, warmup=2.0)
