@@ -244,7 +244,7 @@ def test_layer_norm_uses_its_eps_and_ffn_takes_any_rank():
     (lambda: FeedForward(D, 0), "^d_ff must be"),
     (lambda: LayerNorm(D)(torch.ones(2, D, dtype=torch.long)), "^x must be"),
     (lambda: FeedForward(D, FF)(torch.ones(2, D, dtype=torch.long)), "^x must be"),
-    (lambda: EncoderLayer(D, H, FF)(torch.randn(3, D)), r"batch, length, d_model"),
+    (lambda: EncoderLayer(D, H, FF)(torch.randn(3, D)), r"^x must have 3 dimensions \(batch, length, d_model\), got shape \(3, 16\)"),
     (lambda: layer_norm(torch.randn(2, D), [1.0] * D, torch.zeros(D)), "^weight must be"),
     (lambda: layer_norm(torch.randn(2, D), torch.ones(D), [0.0] * D), "^bias must be"),
     (lambda: layer_norm(torch.randn(2, D), torch.ones(D), torch.zeros(D + 1)), r"^bias must have shape \(16,\)"),
