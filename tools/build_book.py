@@ -29,6 +29,7 @@ import io
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,7 +140,7 @@ def has_words(text: str) -> bool:
     code, numbers and punctuation (Sphinx keeps such a message as it is)."""
     if text.startswith("\n") and text.endswith("\n"):  # a display-math block's source
         return False
-    prose = re.sub(r"\$[^$]*\$|`[^`]*`", " ", text)
+    prose = re.sub(r"\{[\w:-]+\}`[^`]*`|\$[^$]*\$|`[^`]*`", " ", text)
     return re.search(r"[A-Za-z]{2,}", prose) is not None
 
 
@@ -161,18 +162,22 @@ def update_translations(language: str = "zh_CN") -> None:
         else:
             catalog = Catalog(locale=language, project="Attention & Transformers",
                               copyright_holder="The Attention & Transformers course authors")
+        before = [(m.id, m.string, sorted(m.flags)) for m in catalog if m.id]
         catalog.update(template, update_header_comment=False)
         catalog.obsolete.clear()  # removed English text: its translation goes too
         for message in catalog:
             if message.id and not message.string and not has_words(message.id):
                 message.string = message.id  # math or code only: the same in every language
+        messages = [m for m in catalog if m.id]
+        todo = sum(1 for m in messages if not m.string or m.fuzzy)
+        print(f"{path.relative_to(ROOT)}: {len(messages)} messages, {todo} to translate")
+        after = [(m.id, m.string, sorted(m.flags)) for m in messages]
+        if after == before:  # nothing changed: keep the file (and its header's date)
+            continue
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as f:
             write_po(f, catalog, width=0, no_location=True, omit_header=False,
                      include_previous=True, sort_output=False)
-        messages = [m for m in catalog if m.id]
-        todo = sum(1 for m in messages if not m.string or m.fuzzy)
-        print(f"{path.relative_to(ROOT)}: {len(messages)} messages, {todo} to translate")
     for stale in sorted((LOCALES / language / "LC_MESSAGES").rglob("*.po")):
         page = stale.relative_to(LOCALES / language / "LC_MESSAGES").with_suffix("").as_posix()
         if page not in templates:
@@ -244,7 +249,8 @@ def problems(page: str, template=None, language: str = "zh_CN") -> list[str]:
 
 def check(pages=None, language: str = "zh_CN") -> list[str]:
     """Problems of every page's translation, against freshly extracted messages."""
-    templates = extract(BUILD / "gettext")
+    with tempfile.TemporaryDirectory(prefix="gettext-") as tmp:
+        templates = extract(Path(tmp) / "gettext")
     return [p for page, template in templates.items() if not pages or page in pages
             for p in problems(page, template, language)]
 
