@@ -1,10 +1,44 @@
-"""Figures used by every chapter: attention heat maps and log-log cost plots."""
+"""Figures used by every chapter: attention heat maps and log-log cost plots.
+
+Chinese characters in figures: importing this module adds an installed CJK font (Noto Sans
+CJK, Source Han Sans, WenQuanYi, ...) to matplotlib's font list *after* its default, so Latin
+text looks as before and each Chinese character falls back to the CJK font instead of an
+empty box. ``cjk_font()`` names the font found, or is None (then label with a romanisation).
+"""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib import font_manager
+
+# Fonts with Chinese glyphs, most wanted first (Debian/Colab, Adobe, Linux, Windows, macOS).
+CJK_FONTS = (
+    "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
+    "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei",
+    "PingFang SC", "Heiti SC", "Noto Sans CJK JP", "Noto Sans CJK TC",
+)
+
+
+def cjk_font() -> str | None:
+    """The name of an installed font that has Chinese characters, or None."""
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
+def use_cjk_font() -> str | None:
+    """Let matplotlib draw Chinese characters: ``font.family`` becomes [its default,
+    the CJK font] (matplotlib >= 3.6 falls back glyph by glyph). Returns the font's name,
+    or None when no CJK font is installed (``apt-get install fonts-noto-cjk``)."""
+    name = cjk_font()
+    families = list(plt.rcParams["font.family"])
+    if name is not None and name not in families:
+        plt.rcParams["font.family"] = [*families, name]
+    return name
+
+
+use_cjk_font()
 
 
 def _to_numpy(x) -> np.ndarray:
