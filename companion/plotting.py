@@ -21,10 +21,25 @@ CJK_FONTS = (
 )
 
 
+# The same fonts' file names, for fonts installed after matplotlib cached its font list.
+CJK_FILES = ("NotoSansCJK", "NotoSansSC", "SourceHanSans", "wqy-zenhei", "wqy-microhei",
+             "msyh", "simhei", "PingFang", "STHeiti")
+
+
+def _known_cjk_font() -> str | None:
+    known = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in known), None)
+
+
 def cjk_font() -> str | None:
     """The name of an installed font that has Chinese characters, or None."""
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    name = _known_cjk_font()
+    if name is None:  # matplotlib's font cache may be older than the font: look on disk
+        for path in font_manager.findSystemFonts():
+            if any(part.lower() in path.lower() for part in CJK_FILES):
+                font_manager.fontManager.addfont(path)
+        name = _known_cjk_font()
+    return name
 
 
 def use_cjk_font() -> str | None:

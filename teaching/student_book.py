@@ -43,6 +43,7 @@ def student_config(config: dict) -> dict:
         "hide_solutions": True,  # sphinx-exercise: drop every {solution} and gated solution
         "html_copy_source": False,  # no _sources/ copies of the pages
         "html_show_sourcelink": False,
+        "language_switch": {},  # the student book has no Chinese edition to switch to
         # replaces the theme options that jupyter-book derives from the `html:` section
         "html_theme_options": {"use_download_button": False, "use_repository_button": False,
                                "use_issues_button": False, "use_edit_page_button": False,

@@ -101,6 +101,7 @@ def test_ci_runs_exactly_the_readme_commands():
     commands = [line for line in block.strip().splitlines() if line.strip()]
     assert len(commands) == 2
     assert commands[0].startswith("pip install -r requirements.txt") and "jupyter-book build" in commands[0]
+    assert "tools/build_book.py --language zh_CN" in commands[0], "the first command builds the Chinese edition too"
     assert "pytest" in commands[1] and "tests" in commands[1] and "notebooks" in commands[1]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "ci:commands" in ci, ".ci/run must read its commands from the README"

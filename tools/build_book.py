@@ -190,6 +190,9 @@ def update_translations(language: str = "zh_CN") -> None:
 ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")  # {cite}`key`, {doc}`text <page>`
 CODE = re.compile(r"(``?)(?!`)(.+?)\1")
 MATH = re.compile(r"\$\$?[^$]+\$\$?")
+# Sphinx parses each translation as Markdown on its own: one that starts like a block
+# ("1. ", "- ", "# ", "> ") becomes a list, heading or quote and is dropped for the English.
+BLOCK_START = re.compile(r"\s*(\d+[.)]\s|[-*+]\s|#{1,6}\s|>)")
 URL = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
 
 
@@ -221,21 +224,25 @@ def problems(page: str, template=None, language: str = "zh_CN") -> list[str]:
 
     path = po_path(page, language)
     if not path.exists():
-        return [f"{path.relative_to(ROOT)}: missing (run tools/build_book.py "
+        return [f"{path}: missing (run tools/build_book.py "
                 "--update-translations)"]
     with path.open("rb") as f:
         catalog = read_po(f, locale=language)
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     found = []
     ids = [m.id for m in template if m.id] if template is not None else [m.id for m in catalog if m.id]
     for msgid in ids:
         message = catalog.get(msgid)
-        where = f"{path.relative_to(ROOT)}: {msgid[:60]!r}"
+        where = f"{shown}: {msgid[:60]!r}"
         if message is None:
             found.append(f"{where}: not in the catalog (run --update-translations)")
         elif not message.string:
             found.append(f"{where}: not translated")
         elif message.fuzzy:
             found.append(f"{where}: fuzzy (the English changed: check, then remove the flag)")
+        elif message.string != msgid and BLOCK_START.match(message.string):
+            found.append(f"{where}: the translation starts like a list, heading or quote "
+                         "and would not replace the English (escape it, e.g. 1\\. or \\-)")
         elif message.string != msgid:
             want, got = markup(msgid), markup(message.string)
             for kind in want:
