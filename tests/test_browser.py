@@ -4,7 +4,8 @@ Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose h
 resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
 render its math or figures fails here. Skipped, with the reason, when the book is not
 built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page, one
-chapter, the architecture diagrams of chapters 5 and 7 and chapter 9's caption attention go to ``_build/screenshots/``.
+chapter, the architecture diagrams of chapters 5 and 7, chapter 9's caption attention and the
+Chinese edition's landing page and chapter 6 go to ``_build/screenshots/``.
 """
 
 from __future__ import annotations
@@ -183,3 +184,61 @@ def test_api_page_documents_the_companion(server, browser):
     for name in ["companion.attention.attention_with_weights", "companion.masks.causal_mask",
                  "companion.multihead.MultiHeadAttention", "companion.positional.sinusoidal_encoding"]:
         assert name in names, f"{name} is missing from the API page"
+
+
+# --- the Chinese edition (_build/html/zh, tools/build_book.py) --------------------------------
+
+
+def cjk_count(text: str) -> int:
+    return sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+
+
+def click_language_switch(browser):
+    link = browser.find_element("css selector", "a.language-switch")
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click();", link)
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def test_chinese_landing_page(server, browser):
+    if not (HTML / "zh" / "index.html").exists():
+        pytest.skip("the Chinese edition is not built (README, command 1)")
+    open_page(browser, f"{server}/zh/index.html")  # redirects to the landing page
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith("/zh/book/intro.html"))
+    assert "注意力与 Transformer" in browser.title
+    text = body_text(browser)
+    assert cjk_count(text) > 300, "the Chinese landing page has little Chinese text"
+    assert wait_for_math(browser) > 0, "MathJax typeset nothing on the Chinese landing page"
+    assert "$" not in text, "raw TeX dollars left on the Chinese landing page"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "zh_landing.png"))
+    click_language_switch(browser)
+    assert browser.current_url == f"{server}/book/intro.html"
+    assert "Attention & Transformers" in browser.title
+
+
+def test_chinese_chapter_and_the_switch_both_ways(server, browser):
+    """Chapter 6 in Chinese: Chinese prose, typeset math, every figure loaded (the verse
+    figure's characters among them); the switch leads to the same chapter in English and back."""
+    if not (HTML / "zh" / "index.html").exists():
+        pytest.skip("the Chinese edition is not built (README, command 1)")
+    page = "notebooks/06_positional_encoding.html"
+    open_page(browser, f"{server}/zh/{page}")
+    text = body_text(browser)
+    assert cjk_count(text) > 2000, f"only {cjk_count(text)} Chinese characters on the Chinese chapter"
+    assert "位置编码" in text and "Traceback (most recent call last)" not in text
+    assert wait_for_math(browser) > 10, "MathJax typeset (almost) nothing on the Chinese chapter"
+    assert "$$" not in text, "raw display math ($$) left on the page"
+    images = browser.execute_script(
+        "return [...document.querySelectorAll('.cell_output img')].map(i => [i.src, i.complete && i.naturalWidth > 0])")
+    assert len(images) >= 5 and all(ok for _, ok in images), f"figures that did not load: {images}"
+    verse = find_figure(browser, "Bar chart over the ten characters of the verse")
+    assert verse and verse[0], "the verse figure is missing or did not load"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "zh_06_positional_encoding.png"))
+    browser.execute_script("window.scrollTo(0, 0)")
+    click_language_switch(browser)
+    assert browser.current_url == f"{server}/{page}"
+    assert cjk_count(body_text(browser)) < 200, "the English chapter is not in English"
+    assert "Positional encoding" in browser.title
+    click_language_switch(browser)
+    assert browser.current_url == f"{server}/zh/{page}"

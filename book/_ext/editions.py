@@ -7,6 +7,7 @@ internationalisation replaces every translatable message by its translation from
 - **a language switch** in every page's header, linking to the same page in the other
   edition (``language_switch`` in _config.yml: for each language, the label of the link
   and where the other edition's root lies relative to this one's);
+- **translated part captions** in the navigation (sphinx-external-toc adds them late);
 - **translatable exercise titles**: sphinx-exercise builds an exercise's title from the
   directive's argument without noting where it came from, so Sphinx would neither extract
   nor translate it; this subclass of its directive records the source, and the gettext
@@ -19,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from uuid import uuid4
 
+from sphinx import addnodes
 from sphinx_exercise.directive import ExerciseDirective
 from sphinx_exercise.nodes import exercise_subtitle
 
@@ -49,6 +51,28 @@ def _exercise_titles_to_catalog(app, doctree):
         if not hasattr(subtitle, "uid"):  # the catalog takes only nodes with an id
             subtitle.uid = uuid4().hex
         app.builder.catalogs[domain].add(subtitle.rawsource, subtitle)
+
+
+def _translate_toctree_captions(app, doctree):
+    """Translate the captions of the parts of the book ("Getting started", ...).
+
+    sphinx-external-toc inserts its toctrees after Sphinx's translation step, so their
+    captions (extracted into the root page's catalog) would stay in English.
+    """
+    if not app.config.language or app.config.language == "en":
+        return
+    from sphinx.builders.gettext import docname_to_domain
+    from sphinx.locale import init as init_locale
+
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    dirs = [str(Path(app.srcdir) / d) for d in app.config.locale_dirs]
+    catalog, has_catalog = init_locale(dirs, app.config.language, domain)
+    if not has_catalog:
+        return
+    for toctree in doctree.findall(addnodes.toctree):
+        caption = toctree.get("caption")
+        if caption:
+            toctree["caption"] = catalog.gettext(caption)
 
 
 def _switch_link(app, pagename: str) -> dict | None:
@@ -93,5 +117,7 @@ def setup(app):
     app.add_config_value("language_switch", {}, "html")
     app.connect("config-inited", _config_inited)
     app.connect("doctree-read", _exercise_titles_to_catalog)
+    # before the toctree collector (priority 500) reads the captions into the navigation
+    app.connect("doctree-read", _translate_toctree_captions, priority=100)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1.0"}
