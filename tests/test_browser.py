@@ -242,3 +242,16 @@ def test_chinese_chapter_and_the_switch_both_ways(server, browser):
     assert "Positional encoding" in browser.title
     click_language_switch(browser)
     assert browser.current_url == f"{server}/zh/{page}"
+
+
+def test_chinese_search_finds_chinese_words(server, browser):
+    """The Chinese edition's search index holds Chinese words (Sphinx splits them with jieba)."""
+    if not (HTML / "zh" / "index.html").exists():
+        pytest.skip("the Chinese edition is not built (README, command 1)")
+    # 置换 ("permutation"): in the prose of chapter 3, in no title (titles match without jieba)
+    open_page(browser, f"{server}/zh/search.html?q=%E7%BD%AE%E6%8D%A2")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return document.querySelectorAll('#search-results li, ul.search li').length") > 0)
+    results = browser.execute_script(
+        "return [...document.querySelectorAll('#search-results li a, ul.search li a')].map(a => a.href)")
+    assert any("/zh/notebooks/03_self_attention.html" in href for href in results), results

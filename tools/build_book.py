@@ -40,6 +40,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "tools"
 BUILD = ROOT / "_build"
 LOCALES = ROOT / "locales"
 LANGUAGES = ("en", "zh_CN")
+AUTHORS = "The Attention & Transformers course authors"
+HEADER = (f"# The page {{page}} in the book's Chinese edition (Sphinx gettext catalog).\n"
+          f"# Copyright (C) 2026 {AUTHORS}\n"
+          "# After changing the English: python tools/build_book.py --update-translations,\n"
+          "# translate, then --check-translations (CONTRIBUTING.md).\n#")
 
 # Settings of the Chinese edition on top of _config.yml's (which hold what both share:
 # locale_dirs, gettext_compact, the language switch's targets).
@@ -107,7 +112,7 @@ def is_docstring(message) -> bool:
     )
 
 
-def extract(outdir: Path) -> dict[str, "object"]:
+def extract(outdir: Path) -> dict:
     """The book's messages, page by page: {"notebooks/03_self_attention": Catalog, ...}.
 
     Sphinx's gettext builder with execution off: the messages are the prose, which does
@@ -160,8 +165,10 @@ def update_translations(language: str = "zh_CN") -> None:
             with path.open("rb") as f:
                 catalog = read_po(f, locale=language)
         else:
-            catalog = Catalog(locale=language, project="Attention & Transformers",
-                              copyright_holder="The Attention & Transformers course authors")
+            catalog = Catalog(locale=language, project="Attention & Transformers", version="1",
+                              copyright_holder=AUTHORS, last_translator=AUTHORS,
+                              language_team=f"{AUTHORS} ({language})", fuzzy=False,
+                              header_comment=HEADER.replace("{page}", page))
         before = [(m.id, m.string, sorted(m.flags)) for m in catalog if m.id]
         catalog.update(template, update_header_comment=False)
         catalog.obsolete.clear()  # removed English text: its translation goes too
