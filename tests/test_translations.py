@@ -158,6 +158,11 @@ def test_chinese_pages_are_chinese():
         cjk = len(re.findall(r"[\u4e00-\u9fff]", prose))
         latin_words = len(re.findall(r"[A-Za-z]{3,}", prose))
         assert cjk > 1500 and cjk > 3 * latin_words, f"{page.name}: {cjk} Chinese characters, {latin_words} English words"
+        # exercise and solution titles (sphinx-exercise makes them; book/_ext/editions.py
+        # lets Sphinx translate them and the solutions copy the translation)
+        titles = [re.sub(r"<[^>]+>", "", t) for t in re.findall(r'<p class="admonition-title">(.*?)</p>', article, re.S)]
+        english = [t for t in titles if re.search(r"[A-Za-z]{4,} [A-Za-z]{3,}", re.sub(r"\\\(.*?\\\)", "", t))]
+        assert titles and not english, f"{page.name}: titles left in English: {english}"
 
 
 # --- Chinese characters in figures ----------------------------------------------------------

@@ -12,7 +12,7 @@ internationalisation replaces every translatable message by its translation from
   directive's argument without noting where it came from, so Sphinx would neither extract
   nor translate it; this subclass of its directive records the source, and the gettext
   builder is handed the titles when a page is read (sphinx-exercise's post-transforms
-  replace the title before the builder would see it).
+  replace the title before the builder would see it); solutions take the translated title.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from uuid import uuid4
 
 from sphinx import addnodes
 from sphinx_exercise.directive import ExerciseDirective
-from sphinx_exercise.nodes import exercise_subtitle
+from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node, exercise_subtitle
 
 
 class TranslatableExerciseDirective(ExerciseDirective):
@@ -51,6 +51,17 @@ def _exercise_titles_to_catalog(app, doctree):
         if not hasattr(subtitle, "uid"):  # the catalog takes only nodes with an id
             subtitle.uid = uuid4().hex
         app.builder.catalogs[domain].add(subtitle.rawsource, subtitle)
+
+
+def _register_translated_exercises(app, doctree):
+    """sphinx-exercise keeps a copy of each exercise, made when the directive ran, before
+    Sphinx translated its title; solutions and references take their titles from that copy.
+    Copy the translated exercise instead."""
+    registry = getattr(app.env, "sphinx_exercise_registry", {})
+    for node in doctree.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+        entry = registry.get(node.get("label"))
+        if entry and entry.get("docname") == app.env.docname:
+            entry["node"] = node.deepcopy()
 
 
 def _translate_toctree_captions(app, doctree):
@@ -117,6 +128,7 @@ def setup(app):
     app.add_config_value("language_switch", {}, "html")
     app.connect("config-inited", _config_inited)
     app.connect("doctree-read", _exercise_titles_to_catalog)
+    app.connect("doctree-read", _register_translated_exercises)
     # before the toctree collector (priority 500) reads the captions into the navigation
     app.connect("doctree-read", _translate_toctree_captions, priority=100)
     app.connect("html-page-context", _page_context)
