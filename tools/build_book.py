@@ -56,13 +56,13 @@ CHINESE = {
 }
 
 
-def _jupyter_book_config(nitpicky: bool = True):
+def _jupyter_book_config():
     """What ``jupyter-book build .`` passes to Sphinx: (config path, source folder, overrides)."""
     from jupyter_book.cli.main import build
 
     path_config, source, overrides = build.callback(
         path_source=str(ROOT), path_output=None, config=None, toc=None,
-        warningiserror=True, nitpick=nitpicky, keep_going=True, freshenv=False,
+        warningiserror=True, nitpick=True, keep_going=True, freshenv=False,
         builder="html", custom_builder=None, verbose=0, quiet=0,
         individualpages=False, get_config_only=True,
     )
@@ -224,7 +224,7 @@ def markup(text: str) -> dict[str, list[str]]:
             "links": sorted(urls)}
 
 
-def problems(page: str, template=None, language: str = "zh_CN") -> list[str]:
+def problems(page: str, template, language: str = "zh_CN") -> list[str]:
     """What is wrong with one page's translation: messages missing, untranslated, fuzzy, or
     with roles, code, math or links that differ from the English."""
     from babel.messages.pofile import read_po
@@ -237,7 +237,7 @@ def problems(page: str, template=None, language: str = "zh_CN") -> list[str]:
         catalog = read_po(f, locale=language)
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     found = []
-    ids = [m.id for m in template if m.id] if template is not None else [m.id for m in catalog if m.id]
+    ids = [m.id for m in template if m.id]
     for msgid in ids:
         message = catalog.get(msgid)
         where = f"{shown}: {msgid[:60]!r}"
@@ -269,7 +269,7 @@ def check(pages=None, language: str = "zh_CN") -> list[str]:
             for p in problems(page, template, language)]
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", choices=LANGUAGES, action="append",
