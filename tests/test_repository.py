@@ -110,3 +110,27 @@ def test_ci_runs_exactly_the_readme_commands():
         ["awk", "/<!-- ci:commands/{f=1; next} f && /^```bash/{b=1; next} b && /^```/{exit} b", "README.md"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     assert extracted == commands
+
+
+def ci_python_installs(script):
+    """The lines of a shell script that install Python packages (comments left out)."""
+    installs = []
+    for line in script.splitlines():
+        code = line.split("#", 1)[0]
+        if re.search(r"\b(pip3?|uv|conda|mamba|easy_install|pipx)\b.*\binstall\b", code):
+            installs.append(code.strip())
+    return installs
+
+
+def test_ci_installs_no_python_package_the_readme_does_not():
+    """.ci/run may install PyTorch's CPU wheel (the README's note) and nothing else of Python:
+    every other package comes from the README's commands, as on a newcomer's machine."""
+    installs = ci_python_installs((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    extra = [line for line in installs if not re.fullmatch(r"python -m pip install [-\w ]*torch==[\d.]+", line)]
+    assert not extra, f".ci/run installs Python packages the README's commands do not: {extra}"
+    assert "PyTorch" in (ROOT / "README.md").read_text(encoding="utf-8"), "the README's note names the PyTorch install"
+
+
+def test_ci_install_check_finds_a_hidden_install():
+    script = "python -m pip install --quiet torch==2.13.0\n# pip install ignored\npip install -e '.[teach]'\n"
+    assert ci_python_installs(script) == ["python -m pip install --quiet torch==2.13.0", "pip install -e '.[teach]'"]
