@@ -209,3 +209,33 @@ def test_no_figure_of_the_book_misses_a_glyph():
     assert executed
     bad = [p.name for p in executed if "missing from font" in p.read_text(encoding="utf-8")]
     assert not bad, f"figures with missing glyphs (tofu boxes) in {bad}"
+
+
+HIDE_CJK_FONT = """\
+import matplotlib
+import companion.plotting
+companion.plotting.cjk_font = lambda: None  # as on a machine without a CJK font
+matplotlib.rcParams["font.family"] = ["sans-serif"]  # the CJK fallback removed
+"""
+
+
+def _run_chapter_6_verse_figure_without_cjk_font() -> str:
+    """Chapter 6 up to its verse figure (the one figure with Chinese characters), run in a
+    kernel with the CJK font hidden; returns everything the cells printed."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(ROOT / "notebooks" / "06_positional_encoding.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    last = next(i for i, c in enumerate(code) if "PINYIN = dict(" in c.source)
+    cells = code[1:2] + [nbformat.v4.new_code_cell(HIDE_CJK_FONT)] + code[2:last + 1]
+    nb.cells = cells
+    nbclient.NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    return "\n".join(out.get("text", "") for c in nb.cells for out in c.get("outputs", []))
+
+
+def test_chapter_6_figure_falls_back_to_pinyin_without_a_cjk_font():
+    """On a machine without a CJK font (the README: "labels fall back to pinyin") the verse
+    figure draws no tofu box: no Chinese character reaches matplotlib."""
+    printed = _run_chapter_6_verse_figure_without_cjk_font()
+    assert "largest change without positions" in printed, printed[-2000:]
+    assert "missing from font" not in printed, printed[-2000:]
