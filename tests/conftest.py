@@ -1,12 +1,32 @@
-"""Shared fixtures: seeding, the GPU marker, and headless Chromium for the browser tests."""
+"""Shared fixtures: seeding, the GPU marker, headless Chromium for the browser tests, and the
+skips for the optional tools (each reason names what to install).
+
+On a bare machine the README's two commands pass with these tests skipped; the README lists
+the tools in one line: ``apt-get install chromium chromium-driver bubblewrap graphviz
+fonts-noto-cjk`` (Debian).
+"""
 
 import shutil
+import sys
 
 import pytest
 import torch
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
+
+# The grading sandbox is bubblewrap, which exists on Linux only.
+if not sys.platform.startswith("linux"):
+    _NO_BWRAP = f"the grading sandbox (bubblewrap) runs on Linux only, not on {sys.platform}"
+elif shutil.which("bwrap") is None:
+    _NO_BWRAP = "bubblewrap, the grading sandbox, is not installed (Debian: apt-get install bubblewrap)"
+else:
+    _NO_BWRAP = None
+needs_bwrap = pytest.mark.skipif(_NO_BWRAP is not None, reason=_NO_BWRAP or "")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
+                               reason="Graphviz's dot is not installed (Debian: apt-get install graphviz)")
+NOT_BUILT = "the book is not built (README, command 1: jupyter-book build . -W -n --keep-going)"
+NO_CJK_FONT = "no CJK font is installed (Debian: apt-get install fonts-noto-cjk)"
 
 
 @pytest.fixture(autouse=True)

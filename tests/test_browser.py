@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import NOT_BUILT
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -44,7 +45,7 @@ def exercise_count(notebook: Path) -> int:
 @pytest.fixture(scope="module")
 def server():
     if not (HTML / "index.html").exists():
-        pytest.skip("the book is not built: run `jupyter-book build .` first")
+        pytest.skip(NOT_BUILT)
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -201,7 +202,7 @@ def click_language_switch(browser):
 
 def test_chinese_landing_page(server, browser):
     if not (HTML / "zh" / "index.html").exists():
-        pytest.skip("the Chinese edition is not built (README, command 1)")
+        pytest.skip("the Chinese edition is not built (README, command 1: python tools/build_book.py --language zh_CN)")
     open_page(browser, f"{server}/zh/index.html")  # redirects to the landing page
     WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith("/zh/book/intro.html"))
     assert "注意力与 Transformer" in browser.title
@@ -220,7 +221,7 @@ def test_chinese_chapter_and_the_switch_both_ways(server, browser):
     """Chapter 6 in Chinese: Chinese prose, typeset math, every figure loaded (the verse
     figure's characters among them); the switch leads to the same chapter in English and back."""
     if not (HTML / "zh" / "index.html").exists():
-        pytest.skip("the Chinese edition is not built (README, command 1)")
+        pytest.skip("the Chinese edition is not built (README, command 1: python tools/build_book.py --language zh_CN)")
     page = "notebooks/06_positional_encoding.html"
     open_page(browser, f"{server}/zh/{page}")
     text = body_text(browser)
@@ -247,7 +248,7 @@ def test_chinese_chapter_and_the_switch_both_ways(server, browser):
 def test_chinese_search_finds_chinese_words(server, browser):
     """The Chinese edition's search index holds Chinese words (Sphinx splits them with jieba)."""
     if not (HTML / "zh" / "index.html").exists():
-        pytest.skip("the Chinese edition is not built (README, command 1)")
+        pytest.skip("the Chinese edition is not built (README, command 1: python tools/build_book.py --language zh_CN)")
     # 置换 ("permutation"): in the prose of chapter 3, in no title (titles match without jieba)
     open_page(browser, f"{server}/zh/search.html?q=%E7%BD%AE%E6%8D%A2")
     WebDriverWait(browser, 30).until(

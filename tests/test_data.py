@@ -226,7 +226,8 @@ def test_shipped_digits_are_scikit_learns():
     x, y = load_digits_tensors.__wrapped__()
     assert x.shape == (1797, 1, 8, 8) and y.shape == (1797,) and x.min() == 0 and x.max() == 1
     assert torch.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
-    sklearn = pytest.importorskip("sklearn.datasets")
+    sklearn = pytest.importorskip("sklearn.datasets",
+                                  reason="scikit-learn, the digits' reference, is not installed (pip install scikit-learn)")
     d = sklearn.load_digits()
     assert torch.equal(x, torch.tensor(d.images, dtype=torch.float32)[:, None] / 16.0)
     assert torch.equal(y, torch.tensor(d.target))

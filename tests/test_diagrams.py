@@ -13,6 +13,7 @@ import shutil
 import matplotlib
 import pytest
 import torch
+from conftest import needs_dot
 from torch import nn
 
 matplotlib.use("Agg")
@@ -260,7 +261,7 @@ def test_without_dot_a_note_instead_of_a_crash(monkeypatch, capsys):
     assert "(1, 3, 24)" in source
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt-get install graphviz)")
+@needs_dot
 def test_with_dot_torchview_draws_the_recorded_shapes():
     svg = diagrams.show_torchview(MultiHeadAttention(8, 2), torch.randn(1, 3, 8), depth=1, need_weights=True)
     text = svg.data if hasattr(svg, "data") else svg

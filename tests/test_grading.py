@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "04_masking"
@@ -30,7 +31,7 @@ POINTS = {"masking_causal_check": 2.0, "masking_softmax_check": 3.0, "masking_pr
 ANSWERS = {"masking_causal": "masking_causal_check", "masking_softmax": "masking_softmax_check",
            "masking_predict": "masking_predict_check", "masking_left": "masking_left_check"}
 
-bwrap = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="bubblewrap is not installed")
+bwrap = needs_bwrap
 
 WRONG = {  # wrong answers: an honest student with these scores 0 on each
     "masking_causal": "def my_causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).triu()\n",

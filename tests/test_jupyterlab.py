@@ -26,7 +26,7 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHAPTER = "04_masking"
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (pip install -r requirements.txt)")
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 # the `browser` fixture (tests/conftest.py): Chromium with the network closed, in this window

@@ -290,7 +290,7 @@ def test_unfold_for_students():
     assert not [c for c in nb.cells if c.metadata.get("jupyter", {}).get("source_hidden") or "cellView" in c.metadata]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None, reason="needs nbgrader (pip install -e '.[teach]')")
+@pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None, reason="nbgrader is not installed (pip install -r requirements.txt)")
 def test_student_edition_has_open_answer_cells(tmp_path):
     """In a handout the answer cells hold nbgrader's stubs: open, with no 'Solution (folded)' cue."""
     sys.path.insert(0, str(ROOT))
