@@ -100,7 +100,7 @@ def main() -> None:
         for impl in IMPLEMENTATIONS:
             cmd = [sys.executable, __file__, "--child", f"{impl}:{n}", "--batch", str(args.batch),
                    "--d-model", str(args.d_model), "--heads", str(args.heads), "--min-run-time", str(min_run_time)]
-            out = subprocess.run(cmd, capture_output=True, text=True)
+            out = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
             if out.returncode != 0:
                 print(f"{impl} at N={n} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
                 continue
@@ -124,7 +124,7 @@ def main() -> None:
             print(f"{n:>5}  {impl:<18} {1e3 * r['fwd']:9.2f} {rf:6.2f} {1e3 * r['fwd_bwd']:11.2f} {rb:6.2f} "
                   f"{r['peak_bytes'] / 2**20:9.1f}")
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
 
 

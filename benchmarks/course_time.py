@@ -36,7 +36,7 @@ def kernel_peak_mib(client: NotebookClient) -> float | None:
     """The kernel process's peak resident memory (VmHWM), read from /proc on Linux."""
     try:
         pid = client.km.provisioner.process.pid
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     except (AttributeError, OSError, ValueError):
@@ -113,9 +113,9 @@ def main() -> int:
                f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"\nMeasured on {machine}, {dt.date.today()}\n\n{table}")
     if args.markdown:
-        args.markdown.write_text(f"Measured on {machine}, {dt.date.today()}.\n\n{table}\n")
+        args.markdown.write_text(f"Measured on {machine}, {dt.date.today()}.\n\n{table}\n", encoding="utf-8")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     total = sum(r["seconds"] for r in results)
     over = [r["notebook"] for r in results if r["seconds"] > BUDGET_NOTEBOOK_S or r["error"]]
     if not args.no_budget and (over or total > BUDGET_COURSE_S):

@@ -48,7 +48,7 @@ class Runner:
     """Runs commands until a deadline; keeps their output in a log."""
 
     def __init__(self, deadline: float, log: Path):
-        self.t0, self.deadline, self.log = time.time(), deadline, open(log, "a", buffering=1)
+        self.t0, self.deadline, self.log = time.time(), deadline, open(log, "a", buffering=1, encoding="utf-8")
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
 
     def __call__(self, cmd: list[str], limit: float) -> tuple[str, float, str]:
@@ -57,7 +57,7 @@ class Runner:
             return "not run (deadline)", 0.0, ""
         start = time.time()
         try:
-            done = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=min(limit, left))
+            done = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=min(limit, left), encoding="utf-8")
             status, text = ("ok" if done.returncode == 0 else f"failed (exit {done.returncode})"), done.stdout + done.stderr
         except subprocess.TimeoutExpired as e:
             status, text = f"stopped at {min(limit, left):.0f} s", (e.stdout or b"").decode(errors="ignore")
@@ -97,14 +97,15 @@ def main() -> int:
     for scale in args.scales:
         for nb in notebooks:
             script = args.out / f"{nb.stem}__{scale}.py"
-            script.write_text(notebook_script(nb, scale))
+            script.write_text(notebook_script(nb, scale), encoding="utf-8")
             status, seconds, text = run([sys.executable, str(script)], args.per_notebook)
             results[nb.stem, scale] = (status, seconds)
             failures |= status.startswith("failed")
             why = "" if status == "ok" else " | " + " | ".join(text.strip().splitlines()[-2:])
             print(f"{nb.stem:<28} scale={scale}: {status}, {seconds:.1f} s{why}", flush=True)
 
-    cpu_ref = {Path(r["notebook"]).stem: r["seconds"] for r in json.loads(CPU_TIMES.read_text())} if CPU_TIMES.exists() else {}
+    cpu_times = json.loads(CPU_TIMES.read_text(encoding="utf-8")) if CPU_TIMES.exists() else []
+    cpu_ref = {Path(r["notebook"]).stem: r["seconds"] for r in cpu_times}
     print("\n| chapter | 2-core CPU (s) | GPU, scale=cpu (s) | speedup | GPU, scale=gpu (s) |\n|---|---:|---:|---:|---|")
     for nb in notebooks:
         small, big = results.get((nb.stem, "cpu")), results.get((nb.stem, "gpu"))

@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         roster = Path(tmp) / "roster.txt"
-        roster.write_text("\n".join(f"student{i:02d}" for i in range(args.students)) + "\n")
+        roster.write_text("\n".join(f"student{i:02d}" for i in range(args.students)) + "\n", encoding="utf-8")
         subs = Path(tmp) / "subs"
         subprocess.run([sys.executable, "-m", "teaching.student_edition", *args.chapters, "--students", str(roster),
                         "--test-submission", str(subs)], check=True, cwd=ROOT, capture_output=True)
@@ -39,7 +39,7 @@ def main() -> None:
                         str(args.jobs), *(["--chapters", *args.chapters] if args.chapters else [])],
                        check=True, cwd=ROOT, capture_output=True)
         seconds = time.perf_counter() - t0
-        rows = list(csv.DictReader(open(out)))
+        rows = list(csv.DictReader(open(out, encoding="utf-8")))
     totals = [r for r in rows if r["cell"] == "TOTAL"]
     assert all(float(r["score"]) == float(r["max_score"]) for r in totals), [r for r in totals if r["score"] != r["max_score"]]
     n = len(totals)

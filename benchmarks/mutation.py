@@ -57,7 +57,7 @@ def setup(work: Path, modules: list[str]) -> None:
     deselect = ", ".join(f'"--deselect", "{d}"' for d in DESELECT)
     # Whole `raise` statements are left alone: rewording an error message (mutmut's "XX…XX")
     # gives one mutant per string; the validation *conditions* before them are still mutated.
-    (work / "setup.cfg").write_text("")
+    (work / "setup.cfg").write_text("", encoding="utf-8")
     (work / "pyproject.toml").write_text(
         "[tool.pytest.ini_options]\n"
         'filterwarnings = ["ignore::UserWarning"]\n'
@@ -66,7 +66,7 @@ def setup(work: Path, modules: list[str]) -> None:
         f"only_mutate = [{only}]\n"
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
         f"pytest_add_cli_args = [{deselect}]\n"
-        'do_not_mutate_patterns = ["^\\\\s*raise "]\n'
+        'do_not_mutate_patterns = ["^\\\\s*raise "]\n', encoding="utf-8"
     )
 
 
@@ -75,11 +75,11 @@ def run_mutmut(work: Path, jobs: int, names: list[str] = ()) -> None:
     # threads are running can hang (such hangs would be counted as "timeouts")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     subprocess.run(["mutmut", "run", "--max-children", str(jobs), *names], cwd=work, capture_output=True, text=True,
-                   env=env)
+                   env=env, encoding="utf-8")
 
 
 def results(work: Path) -> dict[str, str]:
-    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True).stdout
+    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True, encoding="utf-8").stdout
     status = {}
     for line in out.splitlines():
         if ":" in line:
@@ -104,7 +104,7 @@ def report(work: Path, modules: list[str]) -> int:
     for name, state in status.items():
         if state != "survived":
             continue
-        diff = subprocess.run(["mutmut", "show", name], cwd=work, capture_output=True, text=True).stdout
+        diff = subprocess.run(["mutmut", "show", name], cwd=work, capture_output=True, text=True, encoding="utf-8").stdout
         changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
         print(f"\nsurvived: {name}\n  " + "\n  ".join(changed[:6]))
     return 0

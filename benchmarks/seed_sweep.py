@@ -111,7 +111,7 @@ def main() -> int:
     if failures:
         print("\nFailures:\n" + "\n".join(failures))
     if args.markdown:
-        args.markdown.write_text(text + ("\n\nFailures:\n" + "\n".join(failures) if failures else "") + "\n")
+        args.markdown.write_text(text + ("\n\nFailures:\n" + "\n".join(failures) if failures else "") + "\n", encoding="utf-8")
     return 1 if failures else 0
 
 

@@ -32,13 +32,13 @@ BROWSER_PAGE_LOAD_TIMEOUT = 60
 
 
 def has_code(notebook: Path) -> bool:
-    return any(c["cell_type"] == "code" for c in json.loads(notebook.read_text())["cells"])
+    return any(c["cell_type"] == "code" for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"])
 
 
 def exercise_count(notebook: Path) -> int:
     """Exercises of a chapter (plain-Markdown cells labelled in their metadata, which the book
     turns into sphinx-exercise's directives; see book/_ext/exercise_markdown.py)."""
-    cells = json.loads(notebook.read_text())["cells"]
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     return sum(1 for c in cells if c["cell_type"] == "markdown" and "label" in c["metadata"].get("exercise", {}))
 
 

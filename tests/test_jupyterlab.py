@@ -49,13 +49,13 @@ def lab(chromium, tmp_path_factory):
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)  # no "news?" toast over the screenshots
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
-                                                                            "checkForUpdates": False}))
+                                                                            "checkForUpdates": False}), encoding="utf-8")
     docmanager = home / "settings" / "@jupyterlab" / "docmanager-extension"
     docmanager.mkdir(parents=True)  # unfolding a cell edits its metadata: never save the chapter
-    (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
+    (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}), encoding="utf-8")
     notebook = home / "settings" / "@jupyterlab" / "notebook-extension"
     notebook.mkdir(parents=True)  # render every cell, not only those in view: the tests read the page
-    (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
     before = {p: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
     port = free_port()
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
@@ -75,10 +75,10 @@ def lab(chromium, tmp_path_factory):
                 break
             except OSError:
                 if server.poll() is not None:
-                    pytest.fail(f"jupyter lab exited: {(home / 'lab.log').read_text()[-2000:]}")
+                    pytest.fail(f"jupyter lab exited: {(home / 'lab.log').read_text(encoding='utf-8')[-2000:]}")
                 time.sleep(0.5)
         else:
-            pytest.fail(f"jupyter lab did not start: {(home / 'lab.log').read_text()[-2000:]}")
+            pytest.fail(f"jupyter lab did not start: {(home / 'lab.log').read_text(encoding='utf-8')[-2000:]}")
         yield url
     finally:
         server.terminate()

@@ -11,9 +11,9 @@ ROLE = re.compile(r"\{(doc|ref|numref|eq|cite|prf:ref)\}`([^`]+)`")
 
 def documents():
     for path in sorted((ROOT / "book").glob("*.md")):
-        yield path, path.read_text()
+        yield path, path.read_text(encoding="utf-8")
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         yield path, "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
@@ -28,7 +28,7 @@ def test_every_reference_has_a_target():
     for text in texts.values():
         labels |= set(re.findall(r"^\((\S+)\)=\s*$", text, re.M))  # (label)=
         labels |= set(re.findall(r"^:(?:label|name): *(\S+)", text, re.M))  # directive labels
-    bib = (ROOT / "book" / "references.bib").read_text()
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
     keys = set(re.findall(r"@\w+\{([^,]+),", bib))
     problems = []
     for path, text in texts.items():

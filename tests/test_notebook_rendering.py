@@ -37,7 +37,7 @@ def source(cell) -> str:
 
 
 def cells(notebook: Path):
-    return json.loads(notebook.read_text())["cells"]
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
 
 
 def exercise_cells(notebook: Path):
@@ -266,13 +266,13 @@ def test_book_view_round_trips(notebook):
 
 def test_every_notebook_is_converted():
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "exercise_markdown.py"), "--check"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, encoding="utf-8")
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_hide_solutions_leaves_no_solution_cell():
     """The student book's view (sphinx-exercise's hide_solutions): exercises, no solutions."""
-    data = json.loads((ROOT / "notebooks" / "04_masking.ipynb").read_text())
+    data = json.loads((ROOT / "notebooks" / "04_masking.ipynb").read_text(encoding="utf-8"))
     view = em.to_myst(data, URL, hide_solutions=True)
     texts = [source(c) for c in view["cells"]]
     assert sum("```{exercise}" in t for t in texts) == 5

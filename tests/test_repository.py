@@ -13,13 +13,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 CODE_COLUMNS = 88  # the book's column; notebooks/ruff.toml sets the same for ruff
 
 
 def cells(path):
-    return json.loads(path.read_text())["cells"]
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
 def source(cell):
@@ -55,7 +55,7 @@ def test_chapter_follows_the_conventions(path):
     url = CONFIG["repository"]["url"]
     assert 'find_spec("companion") is None' in install, "the first code cell must be the install cell"
     assert f"git+{url}" in install, f"the install cell must install from {url} (_config.yml)"
-    name = re.search(r'^name = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    name = re.search(r'^name = "(.+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
     assert f'"{name} @ git+{url}"' in install, f"the install cell must name the package {name} and quote its specifier"
     assert "parameters" in code[1].get("metadata", {}).get("tags", []), "the second code cell must be tagged 'parameters'"
     assert re.search(r"^scale = ", source(code[1]), re.M), "the parameters cell must set scale"
@@ -97,18 +97,18 @@ def test_long_code_lines_finds_a_line_of_89(tmp_path):
 
 
 def test_ci_runs_exactly_the_readme_commands():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("<!-- ci:commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [line for line in block.strip().splitlines() if line.strip()]
     assert len(commands) == 2
     assert commands[0].startswith("pip install -r requirements.txt") and "jupyter-book build" in commands[0]
     assert "tools/build_book.py --language zh_CN" in commands[0], "the first command builds the Chinese edition too"
     assert "pytest" in commands[1] and "tests" in commands[1] and "notebooks" in commands[1]
-    ci = (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "ci:commands" in ci, ".ci/run must read its commands from the README"
     extracted = subprocess.run(
         ["awk", "/<!-- ci:commands/{f=1; next} f && /^```bash/{b=1; next} b && /^```/{exit} b", "README.md"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+        cwd=ROOT, capture_output=True, text=True, check=True, encoding="utf-8").stdout.splitlines()
     assert extracted == commands
 
 

@@ -125,7 +125,7 @@ def test_nothing_to_translate():
 
 
 def _switch_target(page: Path) -> Path | None:
-    match = re.search(r'<a class="btn btn-sm language-switch" href="([^"]+)"', page.read_text())
+    match = re.search(r'<a class="btn btn-sm language-switch" href="([^"]+)"', page.read_text(encoding="utf-8"))
     return (page.parent / match.group(1)).resolve() if match else None
 
 
@@ -143,7 +143,7 @@ def test_language_switch_on_every_page_both_ways():
         target = _switch_target(page)
         assert target == HTML / "zh" / page.relative_to(HTML), f"{page}: switch leads to {target}"
         assert _switch_target(target) == page, f"{target}: switch does not lead back to {page}"
-    zh_index = (HTML / "zh" / "book" / "intro.html").read_text()  # the landing page
+    zh_index = (HTML / "zh" / "book" / "intro.html").read_text(encoding="utf-8")  # the landing page
     assert 'lang="zh-CN"' in zh_index and "注意力与 Transformer" in zh_index
 
 
@@ -152,7 +152,7 @@ def test_language_switch_on_every_page_both_ways():
 def test_chinese_pages_are_chinese():
     """Most of each Chinese page's prose is Chinese (what is not: code, math, names)."""
     for page in sorted((HTML / "zh" / "notebooks").glob("*.html")):
-        text = page.read_text()
+        text = page.read_text(encoding="utf-8")
         article = text[text.find("<article"):text.find("</article>")]
         prose = " ".join(re.findall(r"<p>(.*?)</p>", article, re.S))
         prose = re.sub(r'<span class="math.*?</span>|<code.*?</code>|<[^>]+>', " ", prose, flags=re.S)

@@ -12,14 +12,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_floor_is_the_same_everywhere():
-    pyproject = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    pyproject = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8")).group(1)
     assert pyproject == companion.MIN_TORCH
-    said = set(re.findall(r"torch\W*>=\s*([\d.]+)", (ROOT / "requirements.txt").read_text()))
+    said = set(re.findall(r"torch\W*>=\s*([\d.]+)", (ROOT / "requirements.txt").read_text(encoding="utf-8")))
     assert said <= {pyproject}, f"requirements.txt names torch >= {said}, pyproject.toml {pyproject}"
 
 
 def test_requirements_repeat_nothing_from_pyproject():
-    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()]
     assert [line for line in lines if line] == ['-e ".[book,notebooks,test]"']
 
 
@@ -33,7 +33,7 @@ def test_older_torch_warns_at_import():
         "    import companion\n"
         "print([str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, encoding="utf-8").stdout
     assert "needs torch>=2.5, found 2.4.1" in out
 
 

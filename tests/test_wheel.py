@@ -16,7 +16,7 @@ NOTEBOOK = ROOT / "notebooks" / "05_multihead_attention.ipynb"
 
 
 def run(cmd, **kw):
-    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    result = subprocess.run(cmd, capture_output=True, text=True, **kw, encoding="utf-8")
     assert result.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout
 

@@ -64,7 +64,7 @@ def book_url(config: dict) -> str:
 def read_config(root: Path) -> dict:
     import yaml
 
-    return yaml.safe_load((root / "_config.yml").read_text())
+    return yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
 
 
 def relative_links_to_book(text: str, url: str) -> str:

@@ -34,7 +34,7 @@ class DigitsSplit:
 @cached_dataset
 def load_digits_tensors() -> tuple[torch.Tensor, torch.Tensor]:
     """All 1,797 digits: images ``(1797, 1, 8, 8)`` in [0, 1] and labels ``(1797,)``."""
-    with gzip.open(DIGITS_FILE, "rt") as f:
+    with gzip.open(DIGITS_FILE, "rt", encoding="utf-8") as f:
         rows = np.loadtxt(f, delimiter=",", dtype=np.int64)  # (1797, 65): 64 pixels, then the label
     x = torch.tensor(rows[:, :64], dtype=torch.float32).reshape(-1, 1, 8, 8) / 16.0  # (n, 1, 8, 8)
     y = torch.tensor(rows[:, 64], dtype=torch.long)  # (n,)
