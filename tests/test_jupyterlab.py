@@ -65,7 +65,7 @@ def lab(chromium, tmp_path_factory):
            f"--LabApp.workspaces_dir={home / 'workspaces'}", "--LabApp.news_url=None"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI often run as root
-    log = (home / "lab.log").open("w")
+    log = (home / "lab.log").open("w", encoding="utf-8")
     server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
