@@ -60,6 +60,8 @@ def test_chapter_follows_the_conventions(path):
     assert "parameters" in code[1].get("metadata", {}).get("tags", []), "the second code cell must be tagged 'parameters'"
     assert re.search(r"^scale = ", source(code[1]), re.M), "the parameters cell must set scale"
     assert any("describe_device" in source(c) for c in code), "the notebook must print its device"
+    assert any("companion.default_device(scale)" in source(c) for c in code), \
+        "the notebook must take its device from the policy at its scale: companion.default_device(scale)"
     header = source(cells(path)[0])
     assert header.startswith("# "), "the first cell must be the chapter title"
     assert "What you will learn" in header, "the header must say what the reader will learn"

@@ -45,19 +45,45 @@ def test_additive_messages():
         AdditiveAttention(4, 6, 0)
 
 
-def test_device_and_seed(monkeypatch):
-    monkeypatch.setenv("COMPANION_DEVICE", "cpu")
-    assert default_device() == torch.device("cpu")
+def _fake_backends(monkeypatch, cuda: bool, mps: bool):
+    """This machine, as if PyTorch saw (or did not see) CUDA and Apple's MPS."""
+    monkeypatch.delenv("COMPANION_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    if getattr(torch.backends, "mps", None) is None:
+        monkeypatch.setattr(torch.backends, "mps", type("FakeMPS", (), {}), raising=False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+
+
+@pytest.mark.parametrize("cuda, mps, scale, want", [
+    (True, True, "cpu", "cuda"), (True, True, "gpu", "cuda"), (True, False, "cpu", "cuda"),
+    (False, True, "cpu", "cpu"),   # a Mac at the default scale: the CPU, where the claims are checked
+    (False, True, "gpu", "mps"),   # a Mac at the bigger scale: its GPU
+    (False, False, "cpu", "cpu"), (False, False, "gpu", "cpu"),
+])
+def test_device_policy(monkeypatch, cuda, mps, scale, want):
+    _fake_backends(monkeypatch, cuda, mps)
+    assert default_device(scale) == torch.device(want)
+    if scale == "cpu":
+        assert default_device() == torch.device(want), "the default scale is 'cpu'"
+
+
+def test_device_policy_obeys_companion_device(monkeypatch):
+    _fake_backends(monkeypatch, cuda=True, mps=True)
+    for name in ("cpu", "mps", "cuda", "cuda:1"):
+        monkeypatch.setenv("COMPANION_DEVICE", name)
+        assert default_device() == default_device("gpu") == torch.device(name)
+    _fake_backends(monkeypatch, cuda=False, mps=False)
+    for name, complaint in (("cuda", "sees no CUDA device"), ("mps", "MPS is not available"),
+                            ("gpu", "must name a device"), ("meta", "must be a cpu, cuda or mps device")):
+        monkeypatch.setenv("COMPANION_DEVICE", name)
+        with pytest.raises(ValueError, match=complaint):
+            default_device()
     monkeypatch.delenv("COMPANION_DEVICE")
-    # the order of preference, whatever this machine has: CUDA, then MPS, then the CPU
-    mps = getattr(torch.backends, "mps", None)
-    for cuda_ok, mps_ok, want in ((True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
-        monkeypatch.setattr(torch.cuda, "is_available", lambda ok=cuda_ok: ok)
-        if mps is not None:
-            monkeypatch.setattr(mps, "is_available", lambda ok=mps_ok: ok)
-        elif want == "mps":
-            continue
-        assert default_device() == torch.device(want)
+    with pytest.raises(ValueError, match="scale must be one of"):
+        default_device("big")
+
+
+def test_device_and_seed():
     seed_everything(3)
     a = torch.randn(3)
     seed_everything(3)
