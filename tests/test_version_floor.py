@@ -20,7 +20,7 @@ def test_floor_is_the_same_everywhere():
 
 def test_requirements_repeat_nothing_from_pyproject():
     lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()]
-    assert [line for line in lines if line] == ['-e ".[book,notebooks,test]"']
+    assert [line for line in lines if line] == ['-e ".[book,notebooks,test,teach]"']
 
 
 def test_older_torch_warns_at_import():
