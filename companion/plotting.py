@@ -56,10 +56,30 @@ def use_cjk_font() -> str | None:
 use_cjk_font()
 
 
-def _to_numpy(x) -> np.ndarray:
+def _to_numpy(x, name: str, blank_nan: bool = False) -> np.ndarray:
+    """``x`` (a tensor or array-like of real numbers) as a float NumPy array; complex numbers
+    are refused rather than drawn without their imaginary part, and so are NaN and infinity
+    (matplotlib would leave those cells blank), unless ``blank_nan``: then NaN draws a blank
+    cell on purpose (chapter 4's masked scores)."""
     if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
+        if x.is_complex():
+            raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype} (plot .abs() or .real)")
+        array = x.detach().float().cpu().numpy()
+    else:
+        raw = np.asarray(x)
+        if np.iscomplexobj(raw):
+            raise TypeError(f"{name} must hold real numbers, got dtype {raw.dtype} (plot abs() or .real)")
+        try:
+            array = raw.astype(float)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{name} must hold numbers, got {raw.dtype} values") from err
+    if array.size == 0:
+        raise ValueError(f"{name} is empty (shape {array.shape}): there is nothing to draw")
+    bad = np.isinf(array) | (np.isnan(array) if not blank_nan else False)
+    if bad.any():
+        raise ValueError(f"{name} holds {int(bad.sum())} {'infinite' if blank_nan else 'NaN or infinite'} values "
+                         f"of {array.size}: there is no colour for them")
+    return array
 
 
 def plot_attention(weights, xlabels=None, ylabels=None, ax=None, title="Attention weights",
@@ -70,7 +90,7 @@ def plot_attention(weights, xlabels=None, ylabels=None, ax=None, title="Attentio
     to 1). ``xlabels``/``ylabels`` name the keys and queries (e.g. tokens).
     Returns the matplotlib ``Axes``.
     """
-    w = _to_numpy(weights)
+    w = _to_numpy(weights, "weights")
     if w.ndim != 2:
         raise ValueError(f"weights must be a 2-D (N_q, N_k) matrix, got shape {w.shape}")
     for name, labels, n in (("xlabels", xlabels, w.shape[1]), ("ylabels", ylabels, w.shape[0])):
@@ -132,7 +152,7 @@ def plot_matrix(matrix, ax=None, title="", xlabel="", ylabel="", cmap=None, colo
     ``viridis``. NaN entries are left blank and ignored by the colour scale.
     Returns the matplotlib ``Axes``.
     """
-    m = _to_numpy(matrix)
+    m = _to_numpy(matrix, "matrix", blank_nan=True)
     if m.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {m.shape}")
     finite = m[np.isfinite(m)]  # NaN / inf entries (e.g. masked scores) are drawn blank
@@ -156,7 +176,7 @@ def plot_matrix(matrix, ax=None, title="", xlabel="", ylabel="", cmap=None, colo
 def plot_positional_encoding(pe, ax=None, title="Positional encoding"):
     """Heat map of a positional-encoding table ``pe`` of shape ``(positions, d_model)``:
     one row per position, one column per dimension, diverging colours in [-1, 1]."""
-    m = _to_numpy(pe)
+    m = _to_numpy(pe, "pe")
     if m.ndim != 2:
         raise ValueError(f"pe must be a 2-D (positions, d_model) table, got shape {m.shape}")
     return plot_matrix(m, ax=ax, title=title, xlabel="dimension j", ylabel="position t",

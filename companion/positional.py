@@ -104,6 +104,13 @@ def static_fraction(pe: torch.Tensor, threshold: float = 0.05) -> float:
     require_rank("pe", require_tensor("pe", pe), 2, "positions, dimensions")
     if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0):
         raise ValueError(f"threshold must be a number > 0, got {threshold!r}")
+    if pe.is_complex() or pe.dtype == torch.bool:
+        raise TypeError(f"pe must hold real numbers, got dtype {pe.dtype}")
+    if 0 in pe.shape:
+        raise ValueError(f"pe must have at least one position and one dimension, got shape {tuple(pe.shape)}")
+    if not torch.isfinite(pe).all():
+        raise ValueError(f"pe holds NaN or infinite values ({int((~torch.isfinite(pe)).sum())} of {pe.numel()}): "
+                         "a column's spread is then not a number")
     spread = pe.amax(dim=0) - pe.amin(dim=0)  # (d,)
     return float((spread < threshold).double().mean())
 

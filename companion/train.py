@@ -40,7 +40,8 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) 
     ``Σ_{real t} -log softmax(logits_t)[y_t] / #real``.
 
     A batch whose every target is padding has nothing to learn: its loss is 0 (with a
-    zero gradient), not the NaN of 0 / 0. No value is read back from the device.
+    zero gradient), not the NaN of 0 / 0. An empty batch (B, T or V of 0) is refused. No
+    value is read back from the device.
     """
     require_float("logits", logits)
     require_tensor("targets", targets)
@@ -50,6 +51,9 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) 
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits must be (B, T, V) and targets (B, T), got logits {tuple(logits.shape)} "
                          f"and targets {tuple(targets.shape)}")
+    if 0 in logits.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} hold no batch, no position or no vocabulary: "
+                         "there is no loss to take")
     if targets.device.type == "cpu" and targets.numel():  # no device sync on an accelerator
         real = targets[targets != pad_id]
         if real.numel() and (int(real.min()) < 0 or int(real.max()) >= logits.shape[-1]):
@@ -227,7 +231,8 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor, pad_id: int = 0)
     """``(exact, token)`` accuracy of predicted ids ``pred (B, T')`` against
     ``target (B, T)``. Positions where the target is ``pad_id`` are ignored;
     ``pred`` is cut or padded to ``T``. ``exact``: the share of rows right at
-    every position; ``token``: the share of right positions."""
+    every position; ``token``: the share of right positions. Targets that are all
+    padding (or T = 0) leave nothing to score and are refused."""
     require_tensor("pred", pred)
     require_tensor("target", target)
     if pred.dim() != 2 or target.dim() != 2 or pred.shape[0] != target.shape[0]:
@@ -240,6 +245,9 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor, pad_id: int = 0)
     T = target.shape[1]
     pred = F.pad(pred, (0, max(0, T - pred.shape[1])), value=pad_id)[:, :T].to(target.device)  # (B, T)
     real = target != pad_id  # (B, T)
+    if not bool(real.any()):
+        raise ValueError(f"every position of target {tuple(target.shape)} is padding (pad_id={pad_id}): "
+                         "there is nothing to score")
     right = (pred == target) | ~real  # (B, T)
     exact = right.all(dim=1).float().mean().item()
     token = ((pred == target) & real).sum().item() / max(int(real.sum()), 1)

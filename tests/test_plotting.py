@@ -37,3 +37,20 @@ def test_plot_matrix_unsigned_and_pe():
 def test_bad_input_messages(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_plots_refuse_complex_empty_and_non_finite_weights():
+    import numpy as np
+
+    from companion.plotting import plot_attention, plot_matrix
+
+    for weights in (torch.ones(2, 2, dtype=torch.complex64), np.ones((2, 2)) * 1j):
+        with pytest.raises(TypeError, match="weights must hold real numbers"):
+            plot_attention(weights)
+    with pytest.raises(ValueError, match=r"weights holds 1 NaN or infinite values of 2"):
+        plot_attention([[0.5, float("nan")]])
+    with pytest.raises(ValueError, match=r"weights is empty \(shape \(0, 3\)\)"):
+        plot_attention(np.zeros((0, 3)))
+    with pytest.raises(ValueError, match="matrix holds 1 infinite values"):
+        plot_matrix([[0.0, float("-inf")]])
+    plot_matrix([[0.0, float("nan")]])  # NaN draws a blank cell on purpose (chapter 4)

@@ -202,3 +202,18 @@ def test_overlap_measures_at_their_boundaries():
             fn(torch.zeros(3))
         with pytest.raises(TypeError, match="pe must be a torch.Tensor"):
             fn([[0.0]])
+
+
+def test_static_fraction_refuses_empty_nan_and_complex_tables():
+    from companion.positional import static_fraction
+
+    for shape in ((5, 0), (0, 4)):
+        with pytest.raises(ValueError, match=r"at least one position and one dimension, got shape"):
+            static_fraction(torch.zeros(shape))
+    pe = torch.zeros(5, 4)
+    pe[2, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN or infinite values \(1 of 20\)"):
+        static_fraction(pe)
+    with pytest.raises(TypeError, match="real numbers, got dtype torch.complex64"):
+        static_fraction(torch.zeros(5, 4, dtype=torch.complex64))
+    assert static_fraction(torch.zeros(5, 4)) == 1.0

@@ -385,3 +385,19 @@ def test_progress_bar_is_on_by_default_with_its_label(capfd, monkeypatch):
     assert "training" in capfd.readouterr().err
     train(torch.nn.Linear(3, 1), _mse, data, steps=2, batch_size=4, device="cpu", desc="fitting")
     assert "fitting" in capfd.readouterr().err
+
+
+def test_empty_or_all_padding_batches_are_refused_or_defined():
+    """A batch with no real target: its loss is the documented 0 (nothing to learn, zero
+    gradient); an empty batch is refused, and so is an accuracy over nothing."""
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    loss = sequence_loss(logits, torch.zeros(2, 3, dtype=torch.long))
+    loss.backward()
+    assert loss.item() == 0.0 and logits.grad.abs().max() == 0
+    for shape in ((0, 3, 5), (2, 0, 5), (2, 3, 0)):
+        with pytest.raises(ValueError, match=r"hold no batch, no position or no vocabulary"):
+            sequence_loss(torch.randn(*shape), torch.zeros(shape[:2], dtype=torch.long))
+    with pytest.raises(ValueError, match=r"every position of target \(2, 3\) is padding \(pad_id=0\)"):
+        sequence_accuracy(torch.ones(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="is padding"):
+        sequence_accuracy(torch.ones(2, 0, dtype=torch.long), torch.zeros(2, 0, dtype=torch.long))
