@@ -79,6 +79,16 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     exactly 0: ``E[~mask] = -inf``, then ``softmax``. A row whose every key is blocked
     gets weights of 0 (``softmax`` of an all ``-inf`` row would give NaN), as in
     PyTorch's fused kernel. The one masked softmax of the companion."""
+    require_float("scores", scores)
+    if scores.dim() == 0:
+        raise ValueError("scores must have a last dimension of keys, got a 0-D tensor")
+    if mask is not None:
+        require_bool_mask("mask", mask, scores.shape)
+    return _masked_softmax(scores, mask)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``masked_softmax`` without its checks, for callers that checked their inputs."""
     if mask is None:
         return torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., N_q, N_k)
@@ -109,7 +119,7 @@ def attention_with_weights(
     _check_attention_args(q, k, v, mask, dropout_p)
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
-    weights = masked_softmax(scores, mask)  # (..., N_q, N_k)
+    weights = _masked_softmax(scores, mask)  # (..., N_q, N_k)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # (..., N_q, N_k)
     output = dropped @ v  # (..., N_q, d_v)
     return output, weights
@@ -197,7 +207,7 @@ class AdditiveAttention(nn.Module):
             require_bool_mask("mask", mask, scores_shape)
         hidden = torch.tanh(self.W_q(query)[:, :, None, :] + self.W_k(keys)[:, None, :, :])  # (B, N_q, N_k, hidden)
         scores = self.w(hidden).squeeze(-1)  # (B, N_q, N_k)
-        weights = masked_softmax(scores, mask)  # (B, N_q, N_k)
+        weights = _masked_softmax(scores, mask)  # (B, N_q, N_k)
         context = weights @ values  # (B, N_q, d_v)
         if single:
             return context[:, 0], weights[:, 0]  # (B, d_v), (B, N_k)

@@ -120,6 +120,11 @@ def pairwise_distances(pe: torch.Tensor) -> torch.Tensor:
     require_rank("pe", require_tensor("pe", pe), 2, "positions, dimensions")
     if pe.is_complex() or pe.dtype == torch.bool:
         raise TypeError(f"pe must hold real numbers, got dtype {pe.dtype}")
+    if pe.shape[1] == 0:
+        raise ValueError(f"pe must have at least one dimension, got shape {tuple(pe.shape)}")
+    if not torch.isfinite(pe).all():
+        raise ValueError(f"pe holds NaN or infinite values ({int((~torch.isfinite(pe)).sum())} of {pe.numel()}): "
+                         "their distances are not numbers")
     return torch.cdist(pe.double(), pe.double())
 
 

@@ -242,6 +242,8 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor, pad_id: int = 0)
         raise ValueError("pred and target hold no sequences (B = 0): an accuracy over nothing is not a number")
     if pred.is_floating_point() or pred.is_complex():
         raise TypeError(f"pred must hold token ids, got dtype {pred.dtype} (take logits.argmax(-1) first)")
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise TypeError(f"target must hold token ids, got dtype {target.dtype}")
     T = target.shape[1]
     pred = F.pad(pred, (0, max(0, T - pred.shape[1])), value=pad_id)[:, :T].to(target.device)  # (B, T)
     real = target != pad_id  # (B, T)

@@ -267,3 +267,15 @@ def test_dot_product_attention_module_messages(call, error, message):
         sizes[i] = 0
         with pytest.raises(ValueError, match=f"{name} must be positive"):
             DotProductAttention(*sizes)
+
+
+def test_masked_softmax_checks_its_inputs():
+    from companion.attention import masked_softmax
+
+    with pytest.raises(TypeError, match="scores must be a floating-point tensor"):
+        masked_softmax(torch.ones(2, 3, dtype=torch.complex64))
+    with pytest.raises(TypeError, match="mask must be a boolean tensor"):
+        masked_softmax(torch.randn(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to the attention scores of shape \(2, 3\)"):
+        masked_softmax(torch.randn(2, 3), torch.ones(2, 4, dtype=torch.bool))
+    assert masked_softmax(torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.bool)).abs().max() == 0

@@ -217,3 +217,15 @@ def test_static_fraction_refuses_empty_nan_and_complex_tables():
     with pytest.raises(TypeError, match="real numbers, got dtype torch.complex64"):
         static_fraction(torch.zeros(5, 4, dtype=torch.complex64))
     assert static_fraction(torch.zeros(5, 4)) == 1.0
+
+
+def test_distances_refuse_tables_without_dimensions_or_with_nan():
+    from companion.positional import min_distance, near_collisions, pairwise_distances
+
+    for fn in (pairwise_distances, min_distance, lambda pe: near_collisions(pe, 0.1)):
+        with pytest.raises(ValueError, match=r"at least one dimension, got shape \(6, 0\)"):
+            fn(torch.zeros(6, 0))
+        pe = torch.randn(6, 4)
+        pe[3, 2] = float("nan")
+        with pytest.raises(ValueError, match=r"NaN or infinite values \(1 of 24\)"):
+            fn(pe)

@@ -401,3 +401,8 @@ def test_empty_or_all_padding_batches_are_refused_or_defined():
         sequence_accuracy(torch.ones(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="is padding"):
         sequence_accuracy(torch.ones(2, 0, dtype=torch.long), torch.zeros(2, 0, dtype=torch.long))
+
+
+def test_sequence_accuracy_refuses_float_targets():
+    with pytest.raises(TypeError, match="target must hold token ids, got dtype torch.float32"):
+        sequence_accuracy(torch.tensor([[1, 2]]), torch.tensor([[1.0, 2.0]]))
