@@ -32,7 +32,7 @@ import math
 import torch
 
 from ._validate import require_float, require_positive_int
-from .attention import check_attention_shapes
+from .attention import attention_with_weights, check_attention_shapes
 
 NEG_INF = float("-inf")
 
@@ -220,3 +220,35 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     if mask is not None:
         mask = mask.expand(scores_shape)  # (..., N_q, N_k): a view of the caller's mask
     return _TiledAttention.apply(q, k, v, mask, causal, block_q, block_k)
+
+
+# --- 3. memory, measured -----------------------------------------------------------------------
+
+def attention_memory(lengths, *, heads: int = 4, head_dim: int = 32, block: int = 64, backward: bool = False,
+                     device: torch.device | str | None = None) -> dict[str, list[int]]:
+    """Peak bytes (:func:`companion.profiling.peak_memory`) of causal self-attention of one
+    sequence of each length ``N`` in ``lengths``, with ``heads`` heads of size ``head_dim``:
+    ``{"explicit": [...], "tiled": [...]}``, one number per length. Forward only (no autograd),
+    or forward and backward with ``backward=True``. The explicit path stores the
+    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``."""
+    from .masks import causal_mask
+    from .profiling import peak_memory
+
+    require_positive_int("heads", heads)
+    require_positive_int("head_dim", head_dim)
+    require_positive_int("block", block)
+    peaks = {"explicit": [], "tiled": []}
+    for n in lengths:
+        require_positive_int("each length", n)
+        g = torch.Generator().manual_seed(n)
+        q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward) for _ in range(3))
+        mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
+        runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
+                "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
+        for name, run in runs.items():
+            if backward:
+                peaks[name].append(peak_memory(lambda run=run: run().sum().backward()))
+            else:
+                with torch.no_grad():
+                    peaks[name].append(peak_memory(run))
+    return peaks
