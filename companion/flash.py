@@ -230,25 +230,49 @@ def attention_memory(lengths, *, heads: int = 4, head_dim: int = 32, block: int 
     sequence of each length ``N`` in ``lengths``, with ``heads`` heads of size ``head_dim``:
     ``{"explicit": [...], "tiled": [...]}``, one number per length. Forward only (no autograd),
     or forward and backward with ``backward=True``. The explicit path stores the
-    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``."""
+    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``.
+    Runs on one CPU thread (bytes do not depend on threads; on a shared CPU one is faster)."""
+    for name, value in (("heads", heads), ("head_dim", head_dim), ("block", block)):
+        require_positive_int(name, value)
+    for n in lengths:
+        require_positive_int("each length", n)
+    peaks = {"explicit": [], "tiled": []}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for n in lengths:
+            for name, peak in _attention_peaks(n, heads, head_dim, block, backward, device).items():
+                peaks[name].append(peak)
+    finally:
+        torch.set_num_threads(threads)
+    return peaks
+
+
+def _attention_peaks(n, heads, head_dim, block, backward, device) -> dict[str, int]:
     from .masks import causal_mask
     from .profiling import peak_memory
 
-    require_positive_int("heads", heads)
-    require_positive_int("head_dim", head_dim)
-    require_positive_int("block", block)
-    peaks = {"explicit": [], "tiled": []}
-    for n in lengths:
-        require_positive_int("each length", n)
-        g = torch.Generator().manual_seed(n)
-        q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward) for _ in range(3))
-        mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
-        runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
-                "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
-        for name, run in runs.items():
-            if backward:
-                peaks[name].append(peak_memory(lambda run=run: run().sum().backward()))
-            else:
-                with torch.no_grad():
-                    peaks[name].append(peak_memory(run))
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward)
+               for _ in range(3))  # (1, H, N, D_h) each
+    mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
+    runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
+            "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
+    peaks = {}
+    for name, run in runs.items():
+        if backward:
+            peaks[name] = peak_memory(lambda run=run: run().sum().backward())
+        else:
+            with torch.no_grad():
+                peaks[name] = peak_memory(run)
     return peaks
+
+
+# --- 4. ALiBi, for FlexAttention's score_mod ------------------------------------------------------
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's slope of each head (Press et al., 2022): ``m_h = 2^(-8h/H)`` for
+    ``h = 1 … H``; head ``h`` adds ``-m_h · (i - j)`` to the score of query ``i`` and key
+    ``j <= i``. Shape ``(H,)``."""
+    require_positive_int("num_heads", num_heads)
+    return 2.0 ** (-8.0 * torch.arange(1, num_heads + 1) / num_heads)
