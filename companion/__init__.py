@@ -6,6 +6,7 @@ Each module holds one idea of the book:
 - :mod:`companion.attention`  scaled dot-product and additive attention (and their modules)
 - :mod:`companion.masks`      causal and real-token masks (True = may attend), conversions to torch
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
+- :mod:`companion.flash`      FlashAttention from first principles: the online softmax, tiled attention
 - :mod:`companion.heads`      what each trained head does: entropy, peak offset, mass on a key
 - :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
@@ -37,6 +38,7 @@ from . import (
     device,
     dft,
     diagrams,
+    flash,
     heads,
     layer_comparison,
     masks,
@@ -70,7 +72,7 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "heads",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "flash", "heads",
     "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling", "progress",
     "train",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",

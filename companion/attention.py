@@ -117,6 +117,12 @@ def attention_with_weights(
     as PyTorch's fused kernel.
     """
     _check_attention_args(q, k, v, mask, dropout_p)
+    return _attention_with_weights(q, k, v, mask, dropout_p)
+
+
+def _attention_with_weights(q, k, v, mask, dropout_p):
+    """:func:`attention_with_weights` without its checks, for a caller that made them at its
+    own public edge (:class:`companion.multihead.MultiHeadAttention`)."""
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
     weights = _masked_softmax(scores, mask)  # (..., N_q, N_k)

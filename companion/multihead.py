@@ -25,7 +25,7 @@ from einops import rearrange
 from torch import nn
 
 from ._validate import require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
-from .attention import attention_with_weights, check_attention_shapes
+from .attention import _attention_with_weights, check_attention_shapes
 
 
 class MultiHeadAttention(nn.Module):
@@ -45,7 +45,10 @@ class MultiHeadAttention(nn.Module):
     ``query (B, N_q, D)``, ``key``/``value (B, N_k, D)`` (default: ``query``,
     i.e. self-attention), ``mask`` boolean (True = may attend) broadcastable to
     ``(B, H, N_q, N_k)``, e.g. ``causal_mask(N)`` of shape ``(N_q, N_k)`` or
-    ``real_key_mask(real_tokens)`` of shape ``(B, 1, 1, N_k)``.
+    ``real_key_mask(real_tokens)`` of shape ``(B, 1, 1, N_k)``. ``causal=True`` adds the
+    causal mask (query ``i`` sees key ``j <= i``, counted from the end when a cache makes the
+    keys outnumber the queries) without a tensor: the fused kernel, told ``is_causal``, then
+    skips the blocked upper triangle.
 
     Returns ``(output (B, N_q, D), weights (B, H, N_q, N_k) or None)``.
 
@@ -102,11 +105,13 @@ class MultiHeadAttention(nn.Module):
         """``(B, H, N, D_H) -> (B, N, H·D_H)``: concatenate the heads."""
         return rearrange(x, "b h n d -> b n (h d)")
 
-    def forward(self, query, key=None, value=None, mask=None, need_weights: bool = False, cache: dict | None = None):
+    def forward(self, query, key=None, value=None, mask=None, need_weights: bool = False, cache: dict | None = None,
+                causal: bool = False):
         self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value, mask, cache, self_attention)
+        # The only check of the call: the steps below call torch and the unchecked explicit path.
+        self._check_inputs(query, key, value, mask, cache, self_attention, causal)
 
         # Step 1: QKV projection, then split into heads (with a cache: only the new tokens).
         if cache is None:
@@ -116,13 +121,20 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._project_with_cache(query, key, value, cache, self_attention)  # 3 × (B, H, N, D_H)
 
         dropout_p = self.dropout if self.training else 0.0
-        if self.fused and not need_weights:
+        fused = self.fused and not need_weights
+        is_causal = causal and fused and mask is None and q.shape[2] == k.shape[2]
+        if causal and not is_causal:  # the explicit path, a mask beside it, or a cache: a tensor
+            n_q, n_k = q.shape[2], k.shape[2]
+            causal_part = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)  # (N_q, N_k)
+            mask = causal_part if mask is None else mask & causal_part
+        if fused:
             # Steps 2 + 3 in one fused kernel; the (N_q × N_k) weights are never stored.
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, N_q, D_H)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                   is_causal=is_causal)  # (B, H, N_q, D_H)
             weights = None
         else:
             # Step 2: QK similarity -> softmax; Step 3: V weighting (dropout on the weights).
-            heads, weights = attention_with_weights(q, k, v, mask, dropout_p=dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+            heads, weights = _attention_with_weights(q, k, v, mask, dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
         # Step 4: concatenate heads and project back to D.
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
@@ -143,7 +155,10 @@ class MultiHeadAttention(nn.Module):
         cache["k"], cache["v"] = k, v
         return q, k, v
 
-    def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True):
+    def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True, causal: bool = False):
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {type(causal).__name__}; "
+                            "a mask tensor goes to mask=")
         for name, x in (("query", query), ("key", key), ("value", value)):
             require_float(name, x)
             require_rank(name, x, 3, "batch, length, d_model")

@@ -12,16 +12,26 @@ rather than a loop of ``time.perf_counter()`` calls. The timer
 
 Each block gives one time per call (block time / calls in the block); :func:`time_call`
 returns their median (or minimum).
+
+Memory: :func:`peak_memory` counts the bytes of the tensors a call creates that are alive at
+the same moment, on any device. On the CPU, torch 2.13 keeps no allocator statistics (CUDA's
+``torch.cuda.max_memory_allocated`` has no CPU twin) and the profiler's memory timeline
+(``profile(profile_memory=True).export_memory_timeline``) is deprecated, its replacement
+CUDA-only, so the count is kept here, op by op, by a ``TorchDispatchMode``.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 from torch.utils import benchmark
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from ._validate import require_number
 
@@ -92,6 +102,63 @@ def cuda_peak_memory(fn: Callable[[], object], device: torch.device | str) -> in
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Sees every tensor operation; adds the bytes of each new storage an operation returns
+    (not views or in-place results: those share an input's storage) and subtracts them when
+    the storage is freed. ``peak`` is the most bytes alive at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.now, self.peak = set(), 0, 0
+
+    def _free(self, key, nbytes):
+        self.live.discard(key)
+        self.now -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes == 0 or key in inputs or key in self.live:
+                continue  # a view, an in-place result, or counted already
+            self.live.add(key)
+            self.now += nbytes
+            self.peak = max(self.peak, self.now)
+            weakref.finalize(storage, self._free, key, nbytes)
+        return out
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    """Peak bytes of the tensors that ``fn()`` creates, alive at the same moment: the
+    intermediate results, those autograd saves for the backward pass, gradients. Tensors
+    that existed before the call (inputs, parameters) are not counted. Any device."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
+    with _LiveBytes() as counter:
+        fn()
+    return counter.peak
+
+
+def growth_exponent(sizes: Sequence[float], costs: Sequence[float]) -> float:
+    """The slope ``p`` of the least-squares line through ``(log n, log cost)``: a cost that
+    grows as ``c · n^p`` has exponent ``p`` (2 for a cost in ``N²``, 1 for one in ``N``)."""
+    if len(sizes) != len(costs) or len(sizes) < 2:
+        raise ValueError(f"need at least 2 sizes and as many costs, got {len(sizes)} sizes and {len(costs)} costs")
+    if min(sizes) <= 0 or min(costs) <= 0:
+        raise ValueError(f"sizes and costs must be positive to take logarithms, got {list(sizes)} and {list(costs)}")
+    x = [math.log(n) for n in sizes]
+    y = [math.log(c) for c in costs]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((a - mx) ** 2 for a in x)
+    if sxx == 0:
+        raise ValueError(f"sizes must not all be equal, got {list(sizes)}")
+    return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -244,3 +244,65 @@ def test_cross_attention_cache_with_a_memory_mask_and_size_checks():
         torch.testing.assert_close(step[:, 0], full[:, t])
     with pytest.raises(ValueError, match="size mismatch"):  # same width, other number of heads
         MultiHeadAttention(16, 4).load_from_torch(torch.nn.MultiheadAttention(16, 2))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_causal_flag_equals_the_causal_mask_tensor(fused):
+    ours, ref = pair()
+    ours.fused = fused
+    x = torch.randn(2, 6, 16)
+    real = real_key_mask(real_token_mask([6, 4], 6))
+    torch.testing.assert_close(ours(x, causal=True)[0], ours(x, mask=causal_mask(6))[0])
+    torch.testing.assert_close(ours(x, mask=real, causal=True)[0], ours(x, mask=causal_mask(6) & real)[0])
+    expected, _ = ref(x, x, x, attn_mask=to_torch_attn_mask(causal_mask(6)), need_weights=False)
+    torch.testing.assert_close(ours(x, causal=True)[0], expected, atol=1e-5, rtol=1e-5)
+    _, w = ours(x, causal=True, need_weights=True)
+    assert (w[..., causal_mask(6).logical_not()] == 0).all()
+
+
+def test_causal_flag_with_a_cache_counts_from_the_last_key():
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 5, 8)
+    full = mha(x, causal=True)[0]
+    cache = {}
+    first, _ = mha(x[:, :2], causal=True, cache=cache)  # two tokens at once, then one at a time
+    torch.testing.assert_close(first, full[:, :2])
+    for t in range(2, 5):
+        step, _ = mha(x[:, t:t + 1], causal=True, cache=cache)
+        torch.testing.assert_close(step[:, 0], full[:, t])
+
+
+def test_causal_fused_call_hands_is_causal_to_the_kernel(monkeypatch):
+    import torch.nn.functional as F
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("attn_mask"), kwargs.get("is_causal")))
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    MultiHeadAttention(8, 2)(torch.randn(2, 5, 8), causal=True)
+    assert calls == [(None, True)]  # no mask tensor: the kernel skips the upper triangle itself
+
+
+def test_inputs_are_checked_once_per_call(monkeypatch):
+    import companion.attention
+    import companion.multihead
+    counted = []
+    check = companion.attention.check_attention_shapes
+
+    def counting(*args, **kwargs):
+        counted.append(1)
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(companion.multihead, "check_attention_shapes", counting)
+    monkeypatch.setattr(companion.attention, "check_attention_shapes", counting)
+    mha = MultiHeadAttention(8, 2)
+    for fused, need_weights in ((True, False), (False, False), (True, True)):
+        mha.fused = fused
+        counted.clear()
+        mha(torch.randn(2, 5, 8), mask=causal_mask(5), need_weights=need_weights)
+        assert len(counted) == 1
+    with pytest.raises(TypeError, match="causal must be True or False, got Tensor"):
+        mha(torch.randn(2, 5, 8), causal=causal_mask(5))

@@ -106,3 +106,54 @@ def test_cpu_time_ignores_sleeping():
 def test_messages(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_peak_memory_counts_tensors_alive_at_once():
+    from companion.profiling import peak_memory
+
+    def two_in_turn():
+        a = torch.empty(1000)  # 4000 bytes
+        del a
+        b = torch.empty(500, dtype=torch.float64)  # 4000 bytes, after a is freed
+        return b
+
+    assert peak_memory(lambda: torch.empty(1000)) == 4000
+    assert peak_memory(two_in_turn) == 4000
+    keep = []
+    assert peak_memory(lambda: keep.extend([torch.empty(1000), torch.empty(1000)])) == 8000
+    x = torch.randn(100, 100)
+    assert peak_memory(lambda: (x.T, x[:10], x.view(-1))) == 0  # views of an input: no new memory
+    assert peak_memory(lambda: x.mul_(2)) == 0  # in place
+    assert peak_memory(lambda: x @ x) == 40000
+
+
+def test_peak_memory_sees_the_backward_pass():
+    from companion.profiling import peak_memory
+    w = torch.randn(64, 64, requires_grad=True)
+    # forward (64, 64) result, then w.grad (64, 64) and the (64, 64) ones of sum's backward
+    assert peak_memory(lambda: (w @ w).sum().backward()) >= 2 * 64 * 64 * 4
+
+
+def test_growth_exponent():
+    from companion.profiling import growth_exponent
+    ns = [16, 32, 64, 128]
+    assert growth_exponent(ns, [3 * n**2 for n in ns]) == pytest.approx(2)
+    assert growth_exponent(ns, [7 * n for n in ns]) == pytest.approx(1)
+    with pytest.raises(ValueError, match="at least 2 sizes"):
+        growth_exponent([1], [1])
+    with pytest.raises(ValueError, match="positive"):
+        growth_exponent([1, 2], [0, 1])
+    with pytest.raises(TypeError, match="callable"):
+        profiling.peak_memory(3)
+
+
+def test_explicit_attention_memory_grows_as_n_squared_tiled_as_n():
+    from companion.flash import attention_memory
+    from companion.profiling import growth_exponent
+    ns = [64, 128, 256, 512]
+    peaks = attention_memory(ns, heads=1, head_dim=64, block=32, backward=True)
+    assert 1.8 < growth_exponent(ns, peaks["explicit"]) < 2.2
+    assert 0.8 < growth_exponent(ns, peaks["tiled"]) < 1.2
+    n = ns[-1]
+    assert peaks["explicit"][-1] >= 2 * n * n * 4  # scores and weights of float32
+    assert peaks["tiled"][-1] < peaks["explicit"][-1] / 4

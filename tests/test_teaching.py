@@ -128,6 +128,19 @@ PLANTS = {
                   "    return model.step(bos_id, model.start(images))[0]  # an int as prev: raises\n"),
         "loop": ("capstone_predict", "predicted_memory_shape = (5, 64, 32)\nwhile True:\n    pass\n"),
     },
+    "12_fast_attention": {
+        "wrong": ("flash_skipped", "def skipped_tiles(n, block):\n    t = n // block\n"
+                  "    return t * (t - 1) // 2  # floor: forgets the last, partial tile\n"),
+        "nan": ("flash_update", "def update(m, l, acc, scores, v):\n    m_new = torch.maximum(m, scores.amax(-1))\n"
+                "    rescale = torch.exp(m - m_new)  # -inf - (-inf) = NaN on rows that saw no key yet\n"
+                "    p = torch.exp(scores - m_new[:, None])\n"
+                "    return m_new, rescale * l + p.sum(-1), rescale[:, None] * acc + p @ v\n"),
+        "raise": ("flash_merge", "def merge_partial(m1, l1, m2, l2):\n    return torch.maximum(m1, m2, l1)  # TypeError\n"),
+        "loop": ("flash_recompute", "def recompute_weights(scores, lse):\n    while True:\n        pass\n"),
+        "build": _from_solution("12_fast_attention", "flash_tiled",
+                                "            s = s.masked_fill(keys > queries, float(\"-inf\"))  # causal\n",
+                                "            # no causal mask inside the diagonal tiles\n"),
+    },
 }
 
 
@@ -201,7 +214,7 @@ def test_exercise_format(chapter):
 # a third for the chapters with a "build" plant (chapters 2, 5 and 7).
 PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop"), "planted-c": ("build",)}
 KINDS = ("wrong", "raise", "nan", "loop")  # every chapter plants these
-BUILD_CHAPTERS = ("02_seq2seq_attention", "05_multihead_attention", "07_transformer")
+BUILD_CHAPTERS = ("02_seq2seq_attention", "05_multihead_attention", "07_transformer", "12_fast_attention")
 
 
 def planted_kinds(chapter, who):

@@ -1,0 +1,278 @@
+"""FlashAttention from first principles: the online softmax and tiled attention.
+
+The explicit path (:func:`companion.attention.attention_with_weights`) stores the
+``N_q × N_k`` scores. FlashAttention (Dao et al., 2022) never does. It walks over the keys
+in tiles and keeps, for every query row, three running numbers:
+
+    m  = max of the scores seen so far                     # (..., N_q)
+    l  = Σ exp(s - m) over the scores seen so far          # (..., N_q)
+    acc = Σ exp(s - m) v over the keys seen so far         # (..., N_q, D_v)
+
+A new tile of scores ``S`` with row maxima ``m̃`` updates them by the **rescaling identity**
+
+    m'   = max(m, m̃)
+    l'   = exp(m - m') l   + Σ exp(S - m')
+    acc' = exp(m - m') acc + exp(S - m') V
+
+and at the end ``Y = acc / l``: exactly ``softmax(S) V``, because every term carries the same
+factor ``exp(-m)``. A blocked score is ``-inf`` and adds ``exp(-inf) = 0``; a row whose every
+key is blocked keeps ``m = -inf, l = 0`` and gets an output of 0, as the explicit path gives.
+
+The backward pass recomputes each tile's weights from ``Q, K`` and the row's log-sum-exp
+``L = m + log l`` instead of storing them (the paper's recomputation):
+
+    P = exp(S - L)           dV = Pᵀ dY          dP = dY Vᵀ
+    dS = P ∘ (dP - δ),  δ = rowsum(dY ∘ Y)       dQ = dS K / √d     dK = dSᵀ Q / √d
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._validate import require_float, require_positive_int
+from .attention import attention_with_weights, check_attention_shapes
+
+NEG_INF = float("-inf")
+
+
+# --- 1. the online softmax --------------------------------------------------------------------
+
+def softmax_stats(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two numbers a softmax needs from one block of scores ``(..., n)``:
+    its maximum ``m`` and ``l = Σ exp(s - m)``, each ``(...)``. An all ``-inf`` block
+    gives ``m = -inf, l = 0``."""
+    m = scores.amax(dim=-1)  # (...)
+    l = torch.exp(scores - _finite(m)[..., None]).sum(dim=-1)  # (...)
+    return m, l
+
+
+def merge_stats(m1: torch.Tensor, l1: torch.Tensor, m2: torch.Tensor, l2: torch.Tensor):
+    """Merge the statistics of two blocks: ``m = max(m1, m2)``,
+    ``l = exp(m1 - m) l1 + exp(m2 - m) l2``. Returns ``(m, l)``."""
+    m = torch.maximum(m1, m2)
+    return m, torch.exp(m1 - _finite(m)) * l1 + torch.exp(m2 - _finite(m)) * l2
+
+
+def online_softmax(scores: torch.Tensor, block_size: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``softmax(scores)`` over the last dimension, its statistics gathered block by block.
+
+    One pass over blocks of ``block_size`` columns keeps the running ``(m, l)``
+    (:func:`merge_stats`); then ``softmax = exp(s - m) / l``. ``mask`` (boolean, True = may
+    attend) blocks entries with ``-inf``; a fully blocked row gets weights of 0, as
+    :func:`companion.attention.masked_softmax` gives."""
+    require_float("scores", scores)
+    require_positive_int("block_size", block_size)
+    if mask is not None:
+        check_attention_shapes((*scores.shape[:-1], 1), (scores.shape[-1], 1), (scores.shape[-1], 1), mask)
+        scores = scores.masked_fill(~mask, NEG_INF)  # (..., n)
+    m = torch.full(scores.shape[:-1], NEG_INF, dtype=scores.dtype, device=scores.device)  # (...)
+    l = torch.zeros_like(m)  # (...)
+    for start in range(0, scores.shape[-1], block_size):
+        m, l = merge_stats(m, l, *softmax_stats(scores[..., start:start + block_size]))
+    weights = torch.exp(scores - _finite(m)[..., None]) / l[..., None]  # (..., n)
+    return torch.where(l[..., None] > 0, weights, 0.0)  # fully blocked rows: 0/0 -> 0
+
+
+def _finite(m: torch.Tensor) -> torch.Tensor:
+    """``m`` with ``-inf`` replaced by 0, so that ``s - m`` of a fully blocked row is
+    ``-inf - 0 = -inf`` (``exp`` gives 0) instead of ``-inf - (-inf) = NaN``."""
+    return torch.where(torch.isinf(m), 0.0, m)
+
+
+# --- 2. tiled attention ----------------------------------------------------------------------
+
+def tile_update(m, l, acc, scores, v):
+    """One tile's update of the running statistics (the rescaling identity).
+
+    ``m, l (..., b_q)``, ``acc (..., b_q, D_v)``, the tile's scores ``(..., b_q, b_k)`` (blocked
+    ones ``-inf``) and values ``v (..., b_k, D_v)``. Returns the new ``(m, l, acc)``."""
+    m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., b_q)
+    shift = _finite(m_new)
+    rescale = torch.exp(m - shift)  # (..., b_q): 0 where m was -inf
+    p = torch.exp(scores - shift[..., None])  # (..., b_q, b_k) unnormalised weights
+    l_new = rescale * l + p.sum(dim=-1)  # (..., b_q)
+    acc_new = rescale[..., None] * acc + p @ v  # (..., b_q, D_v)
+    return m_new, l_new, acc_new
+
+
+def causal_tiles(n_q: int, n_k: int, block_q: int, block_k: int) -> tuple[int, int]:
+    """``(computed, skipped)``: how many of the ``⌈n_q/block_q⌉ × ⌈n_k/block_k⌉`` tiles a
+    causal mask (query ``i`` sees keys ``j <= i``) leaves to compute, and how many lie wholly
+    above the diagonal and are skipped."""
+    for name, value in (("n_q", n_q), ("n_k", n_k), ("block_q", block_q), ("block_k", block_k)):
+        require_positive_int(name, value)
+    computed = skipped = 0
+    for q0 in range(0, n_q, block_q):
+        for k0 in range(0, n_k, block_k):
+            if _above_diagonal(q0, k0, block_q):
+                skipped += 1
+            else:
+                computed += 1
+    return computed, skipped
+
+
+def _above_diagonal(q0: int, k0: int, block_q: int) -> bool:
+    """A tile whose first key ``k0`` comes after its last query ``q0 + block_q - 1``."""
+    return k0 > q0 + block_q - 1
+
+
+def _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0):
+    """``S = Q Kᵀ / √d`` of one tile ``(..., b_q, b_k)`` with blocked scores set to -inf."""
+    s = (q_tile @ k_tile.transpose(-2, -1)) * scale  # (..., b_q, b_k)
+    if causal:
+        i = torch.arange(q0, q0 + q_tile.shape[-2], device=s.device)[:, None]  # (b_q, 1)
+        j = torch.arange(k0, k0 + k_tile.shape[-2], device=s.device)[None, :]  # (1, b_k)
+        s = s.masked_fill(j > i, NEG_INF)
+    if mask is not None:
+        s = s.masked_fill(~mask[..., q0:q0 + q_tile.shape[-2], k0:k0 + k_tile.shape[-2]], NEG_INF)
+    return s
+
+
+def _tiled_forward(q, k, v, mask, causal, block_q, block_k):
+    """Returns ``out (..., N_q, D_v)`` and the log-sum-exp ``L (..., N_q)`` (``-inf`` on fully
+    blocked rows), one query tile at a time; only tile-sized scores ever exist."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    out = torch.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)  # (..., N_q, D_v)
+    lse = torch.empty(q.shape[:-1], dtype=q.dtype, device=q.device)  # (..., N_q)
+    for q0 in range(0, q.shape[-2], block_q):
+        q_tile = q[..., q0:q0 + block_q, :]  # (..., b_q, D)
+        m = torch.full(q_tile.shape[:-1], NEG_INF, dtype=q.dtype, device=q.device)  # (..., b_q)
+        l = torch.zeros_like(m)  # (..., b_q)
+        acc = torch.zeros((*q_tile.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)  # (..., b_q, D_v)
+        for k0 in range(0, k.shape[-2], block_k):
+            if causal and _above_diagonal(q0, k0, q_tile.shape[-2]):
+                break  # every later key tile lies above the diagonal too
+            s = _tile_scores(q_tile, k[..., k0:k0 + block_k, :], scale, mask, causal, q0, k0)
+            m, l, acc = tile_update(m, l, acc, s, v[..., k0:k0 + block_k, :])
+        out[..., q0:q0 + block_q, :] = torch.where(l[..., None] > 0, acc / l[..., None], 0.0)
+        lse[..., q0:q0 + block_q] = torch.where(l > 0, m + torch.log(l), NEG_INF)
+    return out, lse
+
+
+def _tiled_backward(q, k, v, mask, causal, block_q, block_k, out, lse, d_out):
+    """The recomputation backward: each tile's weights ``P = exp(S - L)`` are rebuilt from
+    ``Q, K`` and ``L``; returns ``dQ, dK, dV``."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    delta = (d_out * out).sum(dim=-1)  # (..., N_q) δ = rowsum(dY ∘ Y)
+    lse = _finite(lse)  # fully blocked rows: S = -inf everywhere, so P = exp(-inf - 0) = 0
+    for q0 in range(0, q.shape[-2], block_q):
+        rows = slice(q0, q0 + block_q)
+        q_tile, do_tile = q[..., rows, :], d_out[..., rows, :]  # (..., b_q, D), (..., b_q, D_v)
+        for k0 in range(0, k.shape[-2], block_k):
+            if causal and _above_diagonal(q0, k0, q_tile.shape[-2]):
+                break
+            cols = slice(k0, k0 + block_k)
+            k_tile, v_tile = k[..., cols, :], v[..., cols, :]  # (..., b_k, D), (..., b_k, D_v)
+            s = _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0)  # (..., b_q, b_k)
+            p = torch.exp(s - lse[..., rows, None])  # (..., b_q, b_k) the weights, recomputed
+            dv[..., cols, :] += p.transpose(-2, -1) @ do_tile  # (..., b_k, D_v)
+            dp = do_tile @ v_tile.transpose(-2, -1)  # (..., b_q, b_k)
+            ds = p * (dp - delta[..., rows, None]) * scale  # (..., b_q, b_k)
+            dq[..., rows, :] += ds @ k_tile  # (..., b_q, D)
+            dk[..., cols, :] += ds.transpose(-2, -1) @ q_tile  # (..., b_k, D)
+    return dq, dk, dv
+
+
+class _TiledAttention(torch.autograd.Function):
+    """Forward by tiles; backward by recomputation (nothing of size ``N_q × N_k`` is saved)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, causal, block_q, block_k):
+        out, lse = _tiled_forward(q, k, v, mask, causal, block_q, block_k)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.mask, ctx.causal, ctx.blocks = mask, causal, (block_q, block_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _tiled_backward(q, k, v, ctx.mask, ctx.causal, *ctx.blocks, out, lse, d_out.contiguous())
+        return dq, dk, dv, None, None, None, None
+
+
+def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, *,
+                    causal: bool = False, block_q: int = 64, block_k: int = 64) -> torch.Tensor:
+    """``softmax(Q Kᵀ / √d) V`` by tiles of ``block_q`` queries and ``block_k`` keys.
+
+    Same shapes and mask convention as :func:`companion.attention.attention_with_weights`:
+    ``q (..., N_q, d)``, ``k (..., N_k, d)``, ``v (..., N_k, d_v)``, ``mask`` boolean
+    broadcastable to ``(..., N_q, N_k)`` (True = may attend). ``causal=True``: query ``i`` sees
+    keys ``j <= i`` (``F.scaled_dot_product_attention(is_causal=True)``), and the tiles wholly
+    above the diagonal are skipped (:func:`causal_tiles` counts them). Returns
+    ``(..., N_q, d_v)``; gradients come from the recomputation backward.
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        require_float(name, x)
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
+    scores_shape = check_attention_shapes(q.shape, k.shape, v.shape, mask)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
+    require_positive_int("block_q", block_q)
+    require_positive_int("block_k", block_k)
+    batch = scores_shape[:-2]
+    q = q.expand(*batch, *q.shape[-2:])  # (..., N_q, d): views, no copy
+    k = k.expand(*batch, *k.shape[-2:])  # (..., N_k, d)
+    v = v.expand(*batch, *v.shape[-2:])  # (..., N_k, d_v)
+    if mask is not None:
+        mask = mask.expand(scores_shape)  # (..., N_q, N_k): a view of the caller's mask
+    return _TiledAttention.apply(q, k, v, mask, causal, block_q, block_k)
+
+
+# --- 3. memory, measured -----------------------------------------------------------------------
+
+def attention_memory(lengths, *, heads: int = 4, head_dim: int = 32, block: int = 64, backward: bool = False,
+                     device: torch.device | str | None = None) -> dict[str, list[int]]:
+    """Peak bytes (:func:`companion.profiling.peak_memory`) of causal self-attention of one
+    sequence of each length ``N`` in ``lengths``, with ``heads`` heads of size ``head_dim``:
+    ``{"explicit": [...], "tiled": [...]}``, one number per length. Forward only (no autograd),
+    or forward and backward with ``backward=True``. The explicit path stores the
+    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``.
+    Runs on one CPU thread (bytes do not depend on threads; on a shared CPU one is faster)."""
+    for name, value in (("heads", heads), ("head_dim", head_dim), ("block", block)):
+        require_positive_int(name, value)
+    for n in lengths:
+        require_positive_int("each length", n)
+    peaks = {"explicit": [], "tiled": []}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for n in lengths:
+            for name, peak in _attention_peaks(n, heads, head_dim, block, backward, device).items():
+                peaks[name].append(peak)
+    finally:
+        torch.set_num_threads(threads)
+    return peaks
+
+
+def _attention_peaks(n, heads, head_dim, block, backward, device) -> dict[str, int]:
+    from .masks import causal_mask
+    from .profiling import peak_memory
+
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward)
+               for _ in range(3))  # (1, H, N, D_h) each
+    mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
+    runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
+            "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
+    peaks = {}
+    for name, run in runs.items():
+        if backward:
+            peaks[name] = peak_memory(lambda run=run: run().sum().backward())
+        else:
+            with torch.no_grad():
+                peaks[name] = peak_memory(run)
+    return peaks
+
+
+# --- 4. ALiBi, for FlexAttention's score_mod ------------------------------------------------------
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's slope of each head (Press et al., 2022): ``m_h = 2^(-8h/H)`` for
+    ``h = 1 … H``; head ``h`` adds ``-m_h · (i - j)`` to the score of query ``i`` and key
+    ``j <= i``. Shape ``(H,)``."""
+    require_positive_int("num_heads", num_heads)
+    return 2.0 ** (-8.0 * torch.arange(1, num_heads + 1) / num_heads)
