@@ -83,6 +83,32 @@ def failed_rows(task, why: str) -> list[dict]:
                     "max_score": sum(e.points for e in exercises), "status": why}]
 
 
+def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]]:
+    """``work(task)`` for every task in worker processes, ``jobs`` at a time, in task order.
+
+    A worker that dies (killed for memory, a crash of torch) breaks the whole pool, and every
+    task still in it with it: those tasks are retried, each alone in a fresh worker, so that only
+    the submission that kills its worker again loses its rows, scored 0 with the reason."""
+    work, failed = work or grade_task, failed or failed_rows
+    results: list = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(work, t) for t in tasks]
+        for i, future in enumerate(futures):
+            try:
+                results[i] = future.result()
+            except Exception:  # noqa: BLE001, S110 (a worker that died: retried alone below)
+                pass
+    for i, task in enumerate(tasks):
+        if results[i] is None:
+            try:
+                with ProcessPoolExecutor(max_workers=1) as alone:
+                    results[i] = alone.submit(work, task).result()
+            except Exception as err:  # noqa: BLE001 (it died again: this submission's rows say so)
+                results[i] = failed(task, f"grader error: the grading process died twice ({type(err).__name__}: "
+                                          f"{err}); graded alone the second time")
+    return results
+
+
 def autograde(submissions: Path, chapters: list[str] | None = None, timeout: float = 30.0, jobs: int = 1,
               isolate: bool = True, keep: Path | None = None) -> list[dict]:
     """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
@@ -101,17 +127,7 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
             _grader(ch, workdir, hidden, limits, isolate)
         tasks = [(s.student, ch, s.chapters.get(ch), s.notes.get(ch, ""), workdir, hidden, limits, isolate)
                  for s in students for ch in graded]
-        if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(grade_task, t) for t in tasks]
-                per_task = []
-                for task, future in zip(tasks, futures, strict=True):
-                    try:
-                        per_task.append(future.result())
-                    except Exception as err:  # noqa: BLE001 (a worker that died: this submission's rows say so)
-                        per_task.append(failed_rows(task, f"grader error: {type(err).__name__}: {err}"))
-        else:
-            per_task = [grade_task(t) for t in tasks]
+        per_task = run_tasks(tasks, jobs)
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -167,6 +183,11 @@ def main(argv=None) -> None:
             print(f"{r['student']:20s} {r['chapter']:28s} {r['status']}", file=sys.stderr)
     graded = sum(r["cell"] == "TOTAL" for r in rows)
     print(f"wrote {args.out}: {graded} student-chapters in {time.perf_counter() - t0:.1f} s")
+    errors = sum(r["cell"] not in ("TOTAL", "FILE") and str(r["status"]).startswith("grader error") for r in rows)
+    if errors:
+        print(f"{errors} cells were scored 0 by a grader error (see their status): check them by hand",
+              file=sys.stderr)
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":

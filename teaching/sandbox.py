@@ -131,17 +131,32 @@ class Sandbox:
                    "GRADING_LOG": str(workdir / "student.log")}
             job = {**job, "course_dir": str(course_dir)}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_set_limits(limits), env=env, cwd=workdir)
+                                     preexec_fn=_set_limits(limits), env=env, cwd=workdir, bufsize=0)
+        os.set_blocking(self.proc.stdin.fileno(), False)
         self._send(job)
 
     # -- frames ---------------------------------------------------------------------------
     def _send(self, obj) -> None:
+        """Write one request, with the same deadline as a reply: a sandbox that stops reading
+        (a request larger than the pipe's buffer then blocks) is killed, never waited for."""
         payload = cloudpickle.dumps(obj)
-        try:
-            self.proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._die("the student's process ended (it exited or crashed)")
+        data = memoryview(struct.pack(">Q", len(payload)) + payload)
+        deadline = min(time.monotonic() + self.limits.seconds, self.end)
+        fd = self.proc.stdin.fileno()
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._die(f"time limit: the student's process stopped reading (no request taken within "
+                          f"{self.limits.seconds:g} s)")
+            _, ready, _ = select.select([], [fd], [], left)
+            if not ready:
+                continue
+            try:
+                data = data[os.write(fd, data[: 1 << 16]):]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError):
+                self._die("the student's process ended (it exited or crashed)")
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
         fd = self.proc.stdout.fileno()

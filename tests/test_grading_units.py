@@ -78,3 +78,28 @@ def test_torch_names_are_real():
                 if dotted.startswith("torch."):
                     module, _, attr = dotted.rpartition(".")
                     assert hasattr(importlib.import_module(module), attr), dotted
+
+
+def _dies_for_mallory(task):
+    """A grading task whose worker dies (as one killed for memory would) for the student mallory."""
+    import os
+
+    if task[0] == "mallory":
+        os._exit(9)
+    return [{"student": task[0], "cell": "TOTAL", "score": 1.0, "status": "passed"}]
+
+
+def _failed(task, why):
+    return [{"student": task[0], "cell": "TOTAL", "score": 0.0, "status": why}]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_worker_that_dies_costs_only_its_own_submission(jobs):
+    from teaching.autograde import run_tasks
+
+    tasks = [(s,) for s in ("alice", "bob", "mallory", "carol", "dave")]
+    rows = [r for rs in run_tasks(tasks, jobs, _dies_for_mallory, _failed) for r in rs]
+    assert [r["student"] for r in rows] == ["alice", "bob", "mallory", "carol", "dave"]
+    assert {r["student"]: r["score"] for r in rows} == {"alice": 1.0, "bob": 1.0, "mallory": 0.0, "carol": 1.0,
+                                                        "dave": 1.0}
+    assert "grader error" in rows[2]["status"] and "died twice" in rows[2]["status"]
