@@ -103,3 +103,39 @@ def test_a_worker_that_dies_costs_only_its_own_submission(jobs):
     assert {r["student"]: r["score"] for r in rows} == {"alice": 1.0, "bob": 1.0, "mallory": 0.0, "carol": 1.0,
                                                         "dave": 1.0}
     assert "grader error" in rows[2]["status"] and "died twice" in rows[2]["status"]
+
+
+def _message(header, body: bytes) -> bytes:
+    import json
+    import struct
+
+    h = json.dumps(header).encode()
+    return struct.pack(">Q", len(h)) + h + body
+
+
+def test_a_reply_cannot_amplify_shared_bytes():
+    """A reply whose tensors all point at the same bytes would need copies * bytes to decode."""
+    from teaching import wire
+
+    mb = 2**20
+    node = {"$": "tensor", "dtype": "uint8", "shape": [mb], "offset": 0, "nbytes": mb}
+    with pytest.raises(wire.WireError, match="overlap|order|unused"):
+        wire.decode(_message({"$": "tuple", "v": [node] * 1000}, bytes(mb)))
+    with pytest.raises(wire.WireError):  # bytes no tensor uses
+        wire.decode(_message(node, bytes(2 * mb)))
+    with pytest.raises(wire.WireError, match="header"):  # a header too large to decode safely
+        wire.decode(_message([[] for _ in range(wire.MAX_HEADER // 2)], b""))
+
+
+def test_honest_replies_round_trip():
+    import torch
+
+    from teaching import wire
+
+    value = {"a": (torch.arange(6.0).reshape(2, 3), [torch.ones(2, dtype=torch.bool), torch.empty(0)]),
+             "b": [1, 2.5, float("nan"), "x", None, torch.Size([2, 3]), torch.float16, 2**70, 1 + 2j],
+             "c": torch.arange(4, dtype=torch.int64)[::2]}
+    back = wire.decode(wire.encode(value))
+    assert torch.equal(back["a"][0], value["a"][0]) and torch.equal(back["a"][1][0], value["a"][1][0])
+    assert torch.equal(back["c"], torch.tensor([0, 2])) and back["b"][5] == torch.Size([2, 3])
+    assert back["b"][7] == 2**70 and back["b"][8] == 1 + 2j and back["b"][2] != back["b"][2]
