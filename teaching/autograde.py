@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shutil
 import sys
 import tempfile
@@ -31,7 +32,7 @@ if __package__ in (None, ""):  # run as `python teaching/autograde.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     __package__ = "teaching"  # noqa: A001
 
-from teaching import course  # noqa: E402
+from teaching import course, safe_text  # noqa: E402
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import Grader  # noqa: E402
 from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
@@ -139,12 +140,20 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     return rows
 
 
+def safe_row(row: dict) -> dict:
+    """The row with every string safe for UTF-8, spreadsheets and terminals (:mod:`teaching.safe_text`)."""
+    return {k: safe_text.cell(v) for k, v in row.items()}
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
+    """The CSV, complete or not at all: written beside ``path``, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(safe_row(r) for r in rows)
+    os.replace(partial, path)
 
 
 def main(argv=None) -> None:
@@ -176,7 +185,7 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep)
     write_csv(rows, args.out)
-    for r in rows:
+    for r in map(safe_row, rows):
         if r["cell"] == "TOTAL":
             print(f"{r['student']:20s} {r['chapter']:28s} {r['score']:g} / {r['max_score']:g}   {r['status']}")
         elif r["cell"] == "FILE":
