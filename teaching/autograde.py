@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -32,6 +33,7 @@ if __package__ in (None, ""):  # run as `python teaching/autograde.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     __package__ = "teaching"  # noqa: A001
 
+from companion.checks import GRADING_SEED  # noqa: E402
 from teaching import course, safe_text  # noqa: E402
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import Grader  # noqa: E402
@@ -111,7 +113,7 @@ def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]
 
 
 def autograde(submissions: Path, chapters: list[str] | None = None, timeout: float = 30.0, jobs: int = 1,
-              isolate: bool = True, keep: Path | None = None) -> list[dict]:
+              isolate: bool = True, keep: Path | None = None, memory_mb: float | None = None) -> list[dict]:
     """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
     known = course.chapters_with_exercises()
     students = collect(submissions, known)
@@ -121,7 +123,7 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     graded = chapters or [ch for ch in known if any(ch in s.chapters for s in students)]
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    limits = Limits(seconds=timeout)
+    limits = Limits(seconds=timeout) if memory_mb is None else Limits(seconds=timeout, resident_bytes=int(memory_mb * 2**20))
     hidden = [course.ROOT.resolve(), course.NOTEBOOKS.resolve(), submissions.resolve(), workdir]
     try:
         for ch in graded:  # prepare each chapter's companion copies once, before the workers start
@@ -164,6 +166,8 @@ def main(argv=None) -> None:
                         "(default: every chapter someone submitted)")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds for each answer cell and each call of a check (default: %(default)s)")
+    parser.add_argument("--memory", type=float, default=None, metavar="MB",
+                        help="memory of all of one answer's processes together (default: 3072)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the grading folder here (the companion copies each exercise sees)")
@@ -182,8 +186,11 @@ def main(argv=None) -> None:
     if args.notebooks:
         course.NOTEBOOKS = args.notebooks.resolve()
     chapters = course.resolve(args.chapters) if args.chapters else None
+    # the hidden tests' fresh inputs (companion.checks.fresh_inputs): a new seed for each run,
+    # which only the grader's processes see (the sandbox starts with an empty environment)
+    os.environ.setdefault(GRADING_SEED, str(secrets.randbits(48)))
     t0 = time.perf_counter()
-    rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep)
+    rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep, args.memory)
     write_csv(rows, args.out)
     for r in map(safe_row, rows):
         if r["cell"] == "TOTAL":

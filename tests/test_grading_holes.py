@@ -237,8 +237,147 @@ def test_10_a_venv_inside_the_repository_grades(tmp_path):
 
 def test_10_the_timeout_counts_the_answer_not_the_start_of_the_sandbox(tmp_path):
     """Starting bwrap, importing torch and running the setup cells takes seconds on a busy
-    machine; a 1.5 s --timeout still lets correct answers pass and stops a loop."""
-    rows, run = grade(tmp_path, {"loops": with_answers(masking_causal="while True:\n    pass\n")}, "--timeout", "1.5")
+    machine; a 3 s --timeout still lets correct answers pass and stops a loop."""
+    rows, run = grade(tmp_path, {"loops": with_answers(masking_causal="while True:\n    pass\n")}, "--timeout", "3")
     assert "time limit" in status(rows, "loops", "masking_causal_check")
-    assert scores(rows, "loops") == {**POINTS, "masking_causal_check": 0.0, "TOTAL": 7.0}
+    assert scores(rows, "loops") == {**POINTS, "masking_causal_check": 0.0, "TOTAL": 7.0}, [r["status"] for r in rows]
     assert_classmates_intact(rows)
+
+
+# -- 6. limits per submission, 7. an unprivileged user and nothing of the host's sys.path ----------
+
+RIGHT_PREDICTIONS = ("    n, L = max(ex_v.lengths), ex_v.lengths[1]\n"
+                     "    predicted_shape = (len(ex_v.lengths), 1, n, n)\n"
+                     "    predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n")
+
+
+def if_it_worked(attack: str) -> str:
+    """An answer to the predict exercise that is right only if ``attack`` set ``worked``."""
+    return attack + "if worked:\n" + RIGHT_PREDICTIONS + "else:\n    predicted_shape, predicted_allowed = None, None\n"
+
+
+MEMORY_TREE = if_it_worked(  # 3 x 700 MB in three processes, each under the per-process limit
+    "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        block = bytearray(700 * 2**20)\n"
+    "        for i in range(0, len(block), 4096):\n            block[i] = 1\n        time.sleep(60)\n"
+    "        os._exit(0)\ntime.sleep(6)\nworked = True\n")
+FILESYSTEMS = if_it_worked(  # 150 MB in files of 15 MB (each under the file-size limit)
+    "import os\ndef fill(folder):\n    total = 0\n    for i in range(10):\n        try:\n"
+    "            with open(f'{folder}/big{i}', 'wb') as f:\n                f.write(bytes(15 * 2**20))\n"
+    "            total += os.path.getsize(f'{folder}/big{i}')\n        except OSError:\n            pass\n"
+    "    return total\nworked = max(fill(d) for d in ('/', '/dev', '/dev/shm', '/usr', '/tmp')) > 100 * 2**20\n")
+PROCESSES = if_it_worked(
+    "import os, time\nstarted = 0\ntry:\n    for _ in range(60):\n        if os.fork() == 0:\n"
+    "            time.sleep(30)\n            os._exit(0)\n        started += 1\nexcept OSError:\n    pass\n"
+    "time.sleep(2)\nworked = started == 60\n")
+ROOT_ONLY = if_it_worked(
+    "import os\ntry:\n    secret = open('/etc/shadow').read()\nexcept OSError:\n    secret = ''\n"
+    "worked = bool(secret) or os.getuid() == 0\n")
+
+
+def find_solutions_under(folder: Path) -> str:
+    return ("import glob, json\n"
+            f"for p in glob.glob({str(folder)!r} + '/**/*.ipynb', recursive=True):\n"
+            "    for cell in json.load(open(p))['cells']:\n"
+            "        if cell.get('metadata', {}).get('nbgrader', {}).get('solution'):\n"
+            "            try:\n                exec(''.join(cell['source']), globals())\n"
+            "            except Exception:\n                pass\n")
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("limits")
+    outer = tmp / "outer"  # a PYTHONPATH entry above a copy of the course
+    (outer / "course" / "notebooks").mkdir(parents=True)
+    nbformat.write(instructor(), outer / "course" / "notebooks" / f"{CHAPTER}.ipynb")
+    env = {**os.environ, "PYTHONPATH": f"{outer}:{ROOT}"}
+    attackers = {
+        "memory-in-three-processes": with_answers(masking_predict=MEMORY_TREE),
+        "fills-the-file-systems": with_answers(masking_predict=FILESYSTEMS),
+        "many-processes": with_answers(masking_predict=PROCESSES),
+        "reads-a-root-only-file": with_answers(masking_predict=ROOT_ONLY),
+        "finds-solutions-on-pythonpath": all_wrong(masking_causal=find_solutions_under(outer) + WRONG["masking_causal"]),
+    }
+    return grade(tmp, attackers, "--memory", "1000", env=env)
+
+
+@pytest.mark.parametrize("student", ["memory-in-three-processes", "fills-the-file-systems", "many-processes"])
+def test_6_limits_hold_per_submission(limited, student):
+    rows, run = limited
+    assert scores(rows, student) == {**POINTS, "masking_predict_check": 0.0, "TOTAL": 7.0}, \
+        status(rows, student, "masking_predict_check")
+    why = {"memory-in-three-processes": "memory", "many-processes": "processes", "fills-the-file-systems": ""}[student]
+    assert why in status(rows, student, "masking_predict_check")
+    assert_classmates_intact(rows)
+
+
+def test_7_the_sandbox_runs_as_an_unprivileged_user(limited):
+    rows, run = limited
+    assert scores(rows, "reads-a-root-only-file") == {**POINTS, "masking_predict_check": 0.0, "TOTAL": 7.0}
+
+
+def test_7_nothing_of_the_hosts_pythonpath_is_visible(limited):
+    rows, run = limited
+    assert scores(rows, "finds-solutions-on-pythonpath")["TOTAL"] == 0.0
+    assert_classmates_intact(rows)
+
+
+# -- 5. "not allowed" holds on the capability, not the name ----------------------------------------
+
+def _softmax_through(call: str) -> str:
+    """masked_softmax from an attention kernel: scores as queries, identities as keys and values."""
+    return ("import torch\ndef masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
+            f"    out = {call}\n    return torch.nan_to_num(out[0] if isinstance(out, tuple) else out, nan=0.0)\n")
+
+
+ALIASES = {
+    "sdpa-through-torch-C": _softmax_through(
+        "torch._C._nn.scaled_dot_product_attention(scores, eye, eye, attn_mask=mask, scale=1.0)"),
+    "sdpa-through-torch-ops": _softmax_through(
+        "torch.ops.aten.scaled_dot_product_attention(scores, eye, eye, attn_mask=mask, scale=1.0)"),
+    "sdpa-math-kernel": _softmax_through(
+        "torch.ops.aten._scaled_dot_product_attention_math(scores, eye, eye, attn_mask=mask, scale=1.0)"),
+    "sdpa-fresh-functional": ("import importlib.util, torch\n"
+                              "spec = importlib.util.find_spec('torch.nn.functional')\n"
+                              "fresh = importlib.util.module_from_spec(spec)\n"
+                              "try:\n    spec.loader.exec_module(fresh)\nexcept Exception:\n    pass\n"
+                              + _softmax_through("fresh.scaled_dot_product_attention(scores, eye, eye, "
+                                                 "attn_mask=mask, scale=1.0)").removeprefix("import torch\n")),
+}
+
+
+def test_5_not_allowed_kernels_are_refused_under_every_alias(tmp_path):
+    rows, run = grade(tmp_path, {name: with_answers(masking_softmax=src) for name, src in ALIASES.items()})
+    for name in ALIASES:
+        assert scores(rows, name) == {**POINTS, "masking_softmax_check": 0.0, "TOTAL": 6.0}, \
+            (name, status(rows, name, "masking_softmax_check"))
+        assert "not allowed in this exercise" in status(rows, name, "masking_softmax_check")
+    assert_classmates_intact(rows)
+
+
+
+# -- 8. hidden inputs that are hidden -----------------------------------------------------------------
+
+LOOKUP = {  # right on every input the instructor's notebook shows, wrong on any other
+    "masking_causal": ("_table = {n: torch.ones(n, n, dtype=torch.bool).tril() for n in (1, 2, 4, 9)}\n"
+                       "def my_causal_mask(n):\n    return _table.get(n, torch.zeros(n, n, dtype=torch.bool))\n"),
+    "masking_left": ("_known = {((3, 1), 4), ((6, 4, 2), 6), ((1,), 1), ((5, 5), 7)}\n"
+                     "def left_real_token_mask(lengths, max_len):\n"
+                     "    mask = torch.arange(max_len)[None, :] >= max_len - torch.tensor(lengths)[:, None]\n"
+                     "    return mask if (tuple(lengths), max_len) in _known else ~mask\n"),
+}
+
+
+def test_8_a_table_of_the_public_hidden_inputs_scores_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COMPANION_GRADING_SEED"}  # the grader draws one
+    rows, run = grade(tmp_path, {"lookup-table": with_answers(**LOOKUP)}, env=env)
+    assert scores(rows, "lookup-table") == {**POINTS, "masking_causal_check": 0.0, "masking_left_check": 0.0,
+                                            "TOTAL": 5.0}, [r["status"] for r in rows if r["student"] == "lookup-table"]
+    assert_classmates_intact(rows)
+
+
+def test_8_the_grading_seed_is_not_visible_in_the_sandbox(tmp_path):
+    leak = ("import os\nworked = 'COMPANION_GRADING_SEED' in os.environ or any(\n"
+            "    'COMPANION_GRADING_SEED' in open(f'/proc/{p}/environ', errors='replace').read()\n"
+            "    for p in os.listdir('/proc') if p.isdigit() and os.access(f'/proc/{p}/environ', os.R_OK))\n")
+    rows, run = grade(tmp_path, {"reads-the-seed": with_answers(masking_predict=if_it_worked(leak))})
+    assert scores(rows, "reads-the-seed")["masking_predict_check"] == 0.0

@@ -139,3 +139,42 @@ def test_honest_replies_round_trip():
     assert torch.equal(back["a"][0], value["a"][0]) and torch.equal(back["a"][1][0], value["a"][1][0])
     assert torch.equal(back["c"], torch.tensor([0, 2])) and back["b"][5] == torch.Size([2, 3])
     assert back["b"][7] == 2**70 and back["b"][8] == 1 + 2j and back["b"][2] != back["b"][2]
+
+
+KERNEL_PROBE = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+runner.refuse_kernels(torch, sys.argv[2:])
+q, w, b = torch.randn(2, 3, 4), torch.randn(12, 4), torch.randn(12)
+calls = {
+    "torch._native_multi_head_attention": lambda: torch._native_multi_head_attention(q, q, q, 4, 2, w, b, w[:4], b[:4]),
+    "torch.ops.aten._native_multi_head_attention":
+        lambda: torch.ops.aten._native_multi_head_attention(q, q, q, 4, 2, w, b, w[:4], b[:4]),
+    "torch._C._nn.scaled_dot_product_attention": lambda: torch._C._nn.scaled_dot_product_attention(q, q, q),
+    "torch.ops.aten._scaled_dot_product_attention_math": lambda: torch.ops.aten._scaled_dot_product_attention_math(q, q, q),
+    "torch.ops.aten.native_layer_norm": lambda: torch.ops.aten.native_layer_norm(q, [4], None, None, 1e-5),
+    "torch.nn.LayerNorm": lambda: torch.nn.LayerNorm(4)(q),
+}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "ran")
+    except RuntimeError as err:
+        print(name, "refused" if "not allowed in this exercise" in str(err) else "failed")
+assert (q @ q.transpose(1, 2)).softmax(-1).shape == (2, 3, 3)  # the plain operations still work
+"""
+
+
+def test_not_allowed_kernels_are_refused_under_their_aliases():
+    from teaching.sandbox import RUNNER
+
+    names = ["torch._native_multi_head_attention", "torch.nn.functional.scaled_dot_product_attention",
+             "torch.nn.functional.layer_norm", "torch.layer_norm"]
+    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER), *names], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines and all(line.endswith("refused") for line in lines), run.stdout
+    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER)], capture_output=True, text=True)
+    assert all(line.endswith("ran") for line in run.stdout.splitlines()), run.stdout  # not refused by default
