@@ -1,12 +1,18 @@
 """One throw-away sandbox per graded answer, and the grader's side of the conversation with it.
 
 The sandbox is bubblewrap (``bwrap``, Debian's ``bubblewrap`` package): a new mount, PID,
-network, IPC and user namespace in which only the system's programs, the Python installation
-(read-only), a copy of the companion prepared for the exercise (read-only) and an empty,
-size-limited ``/tmp`` exist. The course repository, the instructor notebooks, the grader's
-working folders, the other submissions and the network are not there. Limits on CPU time,
-memory and file size are set with ``setrlimit`` before it starts; a wall-clock limit per
-request is enforced here, and a sandbox that overruns it is killed with its whole process group.
+network, IPC and (unless the grader is root) user namespace in which only the system's
+programs, the Python installation (read-only, also a venv inside the repository), a copy of
+the companion prepared for the exercise (read-only), an empty, size-limited ``/tmp`` and
+``/dev/shm`` exist; every other file system in it is read-only. The course repository, the
+instructor notebooks, the grader's working folders, the other submissions, the folders of
+``PYTHONPATH`` and the network are not there. When the grader runs as root, the runner
+becomes the unprivileged ``Limits.user`` before it runs anything of the student's. Limits on
+CPU time, address space and file size per process are set with ``setrlimit`` before it
+starts; the memory and the number of processes of the whole sandbox are watched from here
+(:class:`_Watch`); every read and write of a request has a deadline, and a sandbox that
+overruns any of them is killed with its whole process group. ``--timeout`` counts from the
+moment the runner starts the answer cell, not from the sandbox's start-up.
 
 Without bwrap, grading refuses to run unless the instructor passes ``--no-sandbox``, which
 runs the student's code as the instructor's user, with the same resource limits but with the

@@ -12,8 +12,8 @@ JSON header followed by the raw bytes of its tensors:
 The decoder checks every offset, size, dtype and shape against the body before it builds a
 tensor with ``torch.frombuffer``. The tensors' bytes must follow one another in the order of
 the tree, each used once and all of them used, and the header is at most ``MAX_HEADER``
-bytes: decoding copies each byte received once (no reply can make it build more than it sent). Standard library and torch only: the sandbox imports this
-file too.
+bytes: decoding copies each byte received once (no reply can make it build more than it
+sent). Standard library and torch only: the sandbox imports this file too.
 """
 
 from __future__ import annotations
