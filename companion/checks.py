@@ -15,6 +15,7 @@ expected value that is not a plain value) is a ``TypeError``/``ValueError``.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -219,3 +220,16 @@ def check_equal(actual, expected, name: str = "answer") -> None:
         raise AssertionError(f"{name} is {actual!r} ({type(actual).__name__}), expected {expected!r} ({type(expected).__name__})")
     if not _equal(actual, expected):
         raise AssertionError(f"{name} is {actual!r}, expected {expected!r}")
+
+
+GRADING_SEED = "COMPANION_GRADING_SEED"  # set by the grader, a new value for each run
+
+
+def fresh_inputs() -> torch.Generator:
+    """A generator for a check's hidden inputs that no one has seen: seeded from the environment
+    variable ``COMPANION_GRADING_SEED``, which the grader draws anew for each run (the students'
+    code never sees it), and from 0 when it is not set (the book, self-learners)."""
+    seed = os.environ.get(GRADING_SEED, "0")
+    if not seed.isdigit():
+        raise ValueError(f"{GRADING_SEED} must be a non-negative integer, got {seed!r}")
+    return torch.Generator().manual_seed(int(seed))

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -31,7 +33,8 @@ if __package__ in (None, ""):  # run as `python teaching/autograde.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     __package__ = "teaching"  # noqa: A001
 
-from teaching import course  # noqa: E402
+from companion.checks import GRADING_SEED  # noqa: E402
+from teaching import course, safe_text  # noqa: E402
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import Grader  # noqa: E402
 from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
@@ -83,8 +86,34 @@ def failed_rows(task, why: str) -> list[dict]:
                     "max_score": sum(e.points for e in exercises), "status": why}]
 
 
+def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]]:
+    """``work(task)`` for every task in worker processes, ``jobs`` at a time, in task order.
+
+    A worker that dies (killed for memory, a crash of torch) breaks the whole pool, and every
+    task still in it with it: those tasks are retried, each alone in a fresh worker, so that only
+    the submission that kills its worker again loses its rows, scored 0 with the reason."""
+    work, failed = work or grade_task, failed or failed_rows
+    results: list = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(work, t) for t in tasks]
+        for i, future in enumerate(futures):
+            try:
+                results[i] = future.result()
+            except Exception:  # noqa: BLE001, S110 (a worker that died: retried alone below)
+                pass
+    for i, task in enumerate(tasks):
+        if results[i] is None:
+            try:
+                with ProcessPoolExecutor(max_workers=1) as alone:
+                    results[i] = alone.submit(work, task).result()
+            except Exception as err:  # noqa: BLE001 (it died again: this submission's rows say so)
+                results[i] = failed(task, f"grader error: the grading process died twice ({type(err).__name__}: "
+                                          f"{err}); graded alone the second time")
+    return results
+
+
 def autograde(submissions: Path, chapters: list[str] | None = None, timeout: float = 30.0, jobs: int = 1,
-              isolate: bool = True, keep: Path | None = None) -> list[dict]:
+              isolate: bool = True, keep: Path | None = None, memory_mb: float | None = None) -> list[dict]:
     """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
     known = course.chapters_with_exercises()
     students = collect(submissions, known)
@@ -94,24 +123,14 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     graded = chapters or [ch for ch in known if any(ch in s.chapters for s in students)]
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    limits = Limits(seconds=timeout)
+    limits = Limits(seconds=timeout) if memory_mb is None else Limits(seconds=timeout, resident_bytes=int(memory_mb * 2**20))
     hidden = [course.ROOT.resolve(), course.NOTEBOOKS.resolve(), submissions.resolve(), workdir]
     try:
         for ch in graded:  # prepare each chapter's companion copies once, before the workers start
             _grader(ch, workdir, hidden, limits, isolate)
         tasks = [(s.student, ch, s.chapters.get(ch), s.notes.get(ch, ""), workdir, hidden, limits, isolate)
                  for s in students for ch in graded]
-        if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(grade_task, t) for t in tasks]
-                per_task = []
-                for task, future in zip(tasks, futures, strict=True):
-                    try:
-                        per_task.append(future.result())
-                    except Exception as err:  # noqa: BLE001 (a worker that died: this submission's rows say so)
-                        per_task.append(failed_rows(task, f"grader error: {type(err).__name__}: {err}"))
-        else:
-            per_task = [grade_task(t) for t in tasks]
+        per_task = run_tasks(tasks, jobs)
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -123,12 +142,20 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     return rows
 
 
+def safe_row(row: dict) -> dict:
+    """The row with every string safe for UTF-8, spreadsheets and terminals (:mod:`teaching.safe_text`)."""
+    return {k: safe_text.cell(v) for k, v in row.items()}
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
+    """The CSV, complete or not at all: written beside ``path``, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(safe_row(r) for r in rows)
+    os.replace(partial, path)
 
 
 def main(argv=None) -> None:
@@ -139,6 +166,8 @@ def main(argv=None) -> None:
                         "(default: every chapter someone submitted)")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds for each answer cell and each call of a check (default: %(default)s)")
+    parser.add_argument("--memory", type=float, default=None, metavar="MB",
+                        help="memory of all of one answer's processes together (default: 3072)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the grading folder here (the companion copies each exercise sees)")
@@ -157,16 +186,24 @@ def main(argv=None) -> None:
     if args.notebooks:
         course.NOTEBOOKS = args.notebooks.resolve()
     chapters = course.resolve(args.chapters) if args.chapters else None
+    # the hidden tests' fresh inputs (companion.checks.fresh_inputs): a new seed for each run,
+    # which only the grader's processes see (the sandbox starts with an empty environment)
+    os.environ.setdefault(GRADING_SEED, str(secrets.randbits(48)))
     t0 = time.perf_counter()
-    rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep)
+    rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep, args.memory)
     write_csv(rows, args.out)
-    for r in rows:
+    for r in map(safe_row, rows):
         if r["cell"] == "TOTAL":
             print(f"{r['student']:20s} {r['chapter']:28s} {r['score']:g} / {r['max_score']:g}   {r['status']}")
         elif r["cell"] == "FILE":
             print(f"{r['student']:20s} {r['chapter']:28s} {r['status']}", file=sys.stderr)
     graded = sum(r["cell"] == "TOTAL" for r in rows)
     print(f"wrote {args.out}: {graded} student-chapters in {time.perf_counter() - t0:.1f} s")
+    errors = sum(r["cell"] not in ("TOTAL", "FILE") and str(r["status"]).startswith("grader error") for r in rows)
+    if errors:
+        print(f"{errors} cells were scored 0 by a grader error (see their status): check them by hand",
+              file=sys.stderr)
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":

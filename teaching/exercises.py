@@ -129,10 +129,13 @@ def answer_sources(submission: Path, chapter: Chapter) -> dict[str, str]:
 
     Only code cells whose nbgrader metadata marks them as the chapter's answer cells count; the
     first cell with a given ``grade_id`` wins. Tags, other metadata, headings, the order of the
-    cells and stored outputs are ignored. Raises ``ValueError`` for a file that is not a notebook.
+    cells and stored outputs are ignored. Raises ``ValueError`` for a file that is not a notebook
+    or not a regular file (a link is never followed).
     """
+    from .submissions import read_regular  # noqa: PLC0415
+
     try:
-        nb = nbformat.read(submission, as_version=4)
+        nb = nbformat.reads(read_regular(submission).decode("utf-8"), as_version=4)
     except Exception as err:  # noqa: BLE001 (any unreadable file: JSON, schema, encoding)
         raise ValueError(f"not a readable notebook: {type(err).__name__}: {err}") from None
     wanted = {e.answer_id for e in chapter.exercises}

@@ -10,8 +10,10 @@ JSON header followed by the raw bytes of its tensors:
     body:    the tensors' bytes, one after another
 
 The decoder checks every offset, size, dtype and shape against the body before it builds a
-tensor with ``torch.frombuffer``. Standard library and torch only: the sandbox imports this
-file too.
+tensor with ``torch.frombuffer``. The tensors' bytes must follow one another in the order of
+the tree, each used once and all of them used, and the header is at most ``MAX_HEADER``
+bytes: decoding copies each byte received once (no reply can make it build more than it
+sent). Standard library and torch only: the sandbox imports this file too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
 MAX_DEPTH = 32
+MAX_HEADER = 4 * 2**20  # bytes of JSON: a list of n empty lists costs Python about 20 n bytes
 
 
 class WireError(ValueError):
@@ -86,13 +89,17 @@ def decode(message: bytes):
     (n,) = struct.unpack(">Q", message[:8])
     if n > len(message) - 8:
         raise WireError("a header longer than the message")
+    if n > MAX_HEADER:
+        raise WireError(f"a header of {n:,} bytes (more than {MAX_HEADER:,})")
     try:
         header = json.loads(message[8: 8 + n].decode())
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise WireError(f"an unreadable header: {err}") from None
     body = memoryview(message)[8 + n:]
+    used = 0  # the tensors' bytes come one after another, each used once
 
     def value(node, depth=0):
+        nonlocal used
         if depth > MAX_DEPTH:
             raise WireError("nested too deeply")
         if node is None or type(node) in (bool, int, float, str):
@@ -122,6 +129,9 @@ def decode(message: bytes):
                 raise WireError("a tensor with a bad dtype or shape")
             if type(offset) is not int or type(nbytes) is not int or offset < 0 or offset + nbytes > len(body):
                 raise WireError("a tensor outside the message")
+            if offset != used:
+                raise WireError("tensors whose bytes overlap or are out of order")
+            used += nbytes
             numel = math.prod(shape)
             if numel * DTYPES[dtype].itemsize != nbytes:
                 raise WireError("a tensor whose size does not match its shape")
@@ -131,4 +141,7 @@ def decode(message: bytes):
             return raw.view(DTYPES[dtype]).reshape(shape).clone()
         raise WireError(f"an unknown node {kind!r}")
 
-    return value(header)
+    result = value(header)
+    if used != len(body):
+        raise WireError(f"{len(body) - used:,} bytes that no tensor uses")
+    return result
