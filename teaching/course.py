@@ -70,7 +70,7 @@ def nbgrader(args: list[str], course: Path, env: dict | None = None) -> None:
     # nbgrader runs tools of its own (alembic) by name: find them beside this Python, whatever PATH says
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     run_env = {**os.environ, "PATH": path, **(env or {})}
-    result = subprocess.run(cmd, cwd=course, env=run_env, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=course, env=run_env, capture_output=True, text=True, encoding="utf-8")
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     if "Exception while loading config file" in result.stderr:  # nbgrader logs it and goes on without

@@ -73,7 +73,7 @@ def bwrap_available() -> tuple[bool, str]:
     if bwrap is None:
         return False, "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", "true"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, encoding="utf-8")
     if probe.returncode != 0:
         return False, f"bwrap cannot create a sandbox here: {probe.stderr.strip()}"
     return True, ""
@@ -408,12 +408,12 @@ def prepare_course_dir(dest: Path, not_allowed: tuple[str, ...]) -> Path:
         if not dotted.startswith("companion."):
             continue
         path, qualname = resolve_definition(dotted, tmp)
-        tree = ast.parse(path.read_text())
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         node = _find(tree, qualname)
         if node is None:
             raise ValueError(f"not_allowed names {dotted!r}, but {path} has no definition {qualname!r}")
         node.body = [not_allowed_stub(dotted)]
-        path.write_text(ast.unparse(tree) + "\n")
+        path.write_text(ast.unparse(tree) + "\n", encoding="utf-8")
     tmp.rename(dest)
     return dest
 

@@ -103,9 +103,9 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    sys.stdin = open(0, closefd=False, encoding="utf-8")
+    sys.stdout = open(1, "w", buffering=1, closefd=False, encoding="utf-8")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, encoding="utf-8")
 
     job = pickle.loads(read_frame(proto_in))  # from the grader: trusted
     if job.get("user") is not None:  # the grader runs as root: become an unprivileged user first

@@ -93,12 +93,12 @@ def build(out: Path, warnings_as_errors: bool = False) -> Path:
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    (src / "_config.yml").write_text(yaml.safe_dump(student_config(config), sort_keys=False, allow_unicode=True))
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    (src / "_config.yml").write_text(yaml.safe_dump(student_config(config), sort_keys=False, allow_unicode=True), encoding="utf-8")
     shutil.copy(ROOT / "_toc.yml", src / "_toc.yml")
     shutil.copytree(ROOT / "book", src / "book")
     for page in (ROOT / "book").glob("*.md"):  # files that the pages include from elsewhere
-        for target in re.findall(r"^```\{(?:include|literalinclude)\} (\S+)", page.read_text(), re.M):
+        for target in re.findall(r"^```\{(?:include|literalinclude)\} (\S+)", page.read_text(encoding="utf-8"), re.M):
             path = (page.parent / target).resolve()
             if path.is_file() and ROOT in path.parents and not (src / path.relative_to(ROOT)).exists():
                 (src / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def build(out: Path, warnings_as_errors: bool = False) -> Path:
            "build", str(src), "--path-output", str(out), "--keep-going"]
     if warnings_as_errors:
         cmd += ["-W", "-n"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
     if result.returncode != 0 or not (html / "index.html").exists():
         raise RuntimeError(f"the student book did not build:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return html

@@ -35,7 +35,7 @@ from teaching import course  # noqa: E402
 
 def read_roster(path: Path) -> list[str]:
     """Student ids from a CSV with a `student` column, or from a file of one id per line."""
-    text = path.read_text().splitlines()
+    text = path.read_text(encoding="utf-8").splitlines()
     rows = list(csv.DictReader(text))
     if rows and "student" in rows[0]:
         ids = [r["student"].strip() for r in rows]

@@ -78,7 +78,7 @@ def test_tiled_equals_explicit_and_torch_forward_and_backward(name, mask):
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     d_out = torch.randn_like(out)
-    for g, r in zip(torch.autograd.grad(out, (q, k, v), d_out), torch.autograd.grad(ref, (q, k, v), d_out)):
+    for g, r in zip(torch.autograd.grad(out, (q, k, v), d_out), torch.autograd.grad(ref, (q, k, v), d_out), strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -88,7 +88,7 @@ def test_causal_flag_equals_torch_is_causal(n, bq, bk):
     out = tiled_attention(q, k, v, causal=True, block_q=bq, block_k=bk)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out, ref)
-    for g, r in zip(torch.autograd.grad(out.sum(), (q, k, v)), torch.autograd.grad(ref.sum(), (q, k, v))):
+    for g, r in zip(torch.autograd.grad(out.sum(), (q, k, v)), torch.autograd.grad(ref.sum(), (q, k, v)), strict=True):
         torch.testing.assert_close(g, r)
 
 

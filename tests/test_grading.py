@@ -221,10 +221,10 @@ def graded(tmp_path_factory):
         nbformat.write(nb, subs / student / f"{CHAPTER}.ipynb")
         expected[student] = {**POINTS, **(scores or {})}
     (subs / "unreadable").mkdir()
-    (subs / "unreadable" / f"{CHAPTER}.ipynb").write_text("{ this is not json")
+    (subs / "unreadable" / f"{CHAPTER}.ipynb").write_text("{ this is not json", encoding="utf-8")
     (subs / "lms-names").mkdir()
     nbformat.write(instructor(), subs / "lms-names" / "s1234_04_Masking (1).ipynb")
-    (subs / "lms-names" / "my_notes.ipynb").write_text(json.dumps(nbformat.v4.new_notebook()))
+    (subs / "lms-names" / "my_notes.ipynb").write_text(json.dumps(nbformat.v4.new_notebook()), encoding="utf-8")
     watched = [*ROOT.glob("companion/**/*.py"), *ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("teaching/*.py"),
                *subs.rglob("*.ipynb")]
     before = digest(watched)
@@ -232,11 +232,11 @@ def graded(tmp_path_factory):
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
                           "--chapters", "04", "--timeout", "10", "--jobs", "2"],
-                         capture_output=True, text=True, timeout=900, cwd=tmp)
+                         capture_output=True, text=True, timeout=900, cwd=tmp, encoding="utf-8")
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"graded {len(expected) + 2} submissions of chapter 4 in {seconds:.0f} s")
-    with open(out) as f:
+    with open(out, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return rows, expected, before, digest(watched), run
 
@@ -293,7 +293,7 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path):
     (tmp_path / "subs" / "alice").mkdir(parents=True)
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no bwrap on this PATH
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(tmp_path / "subs"),
-                          "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, env=env)
+                          "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, env=env, encoding="utf-8")
     assert run.returncode != 0 and "--no-sandbox" in run.stderr and "bubblewrap" in run.stderr
     assert not (tmp_path / "g.csv").exists()
 
@@ -329,7 +329,7 @@ def test_private_exercises_grade_the_same_way(tmp_path):
         nbformat.write(nb, tmp_path / "subs" / student / "90_double.ipynb")
     run = subprocess.run([sys.executable, "-m", "teaching.autograde", str(tmp_path / "subs"), "--out",
                           str(tmp_path / "g.csv"), "--notebooks", str(tmp_path / "private")],
-                         capture_output=True, text=True, cwd=ROOT)
+                         capture_output=True, text=True, cwd=ROOT, encoding="utf-8")
     assert run.returncode == 0, run.stderr
-    rows = {(r["student"], r["cell"]): float(r["score"]) for r in csv.DictReader(open(tmp_path / "g.csv"))}
+    rows = {(r["student"], r["cell"]): float(r["score"]) for r in csv.DictReader(open(tmp_path / "g.csv", encoding="utf-8"))}
     assert rows["right", "double_check"] == 5 and rows["wrong", "double_check"] == 0

@@ -54,7 +54,7 @@ def grade(tmp: Path, students: dict, *args: str, chapter: str = "04", env: dict 
     out = tmp / "grades.csv"
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
                           "--chapters", chapter, "--timeout", "10", "--jobs", "2", *args],
-                         capture_output=True, text=True, timeout=timeout, cwd=tmp, env=env, errors="replace")
+                         capture_output=True, text=True, timeout=timeout, cwd=tmp, env=env, errors="replace", encoding="utf-8")
     assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
     return read_rows(out), run
 
@@ -228,7 +228,7 @@ def test_10_a_venv_inside_the_repository_grades(tmp_path):
             nbformat.write(nb, subs / student / f"{CHAPTER}.ipynb")
         run = subprocess.run([python, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out",
                               str(tmp_path / "g.csv"), "--chapters", "04", "--jobs", "2"],
-                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, encoding="utf-8")
         assert run.returncode == 0, run.stderr[-3000:]
         assert_classmates_intact(read_rows(tmp_path / "g.csv"))
     finally:

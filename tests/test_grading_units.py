@@ -65,7 +65,7 @@ def test_not_allowed_names_exist_and_have_no_body_in_the_exercise_copy(chapter, 
         ours = [n for n in ex.not_allowed if n.startswith("companion.")]
         if ours:
             cases.append((str(prepare_course_dir(tmp_path / f"c{i}", tuple(ours))), ours))
-    run = subprocess.run([sys.executable, "-I", "-c", f"CASES = {cases!r}\n{PROBE}"], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-I", "-c", f"CASES = {cases!r}\n{PROBE}"], capture_output=True, text=True, encoding="utf-8")
     assert run.stdout.strip() == "ok", run.stderr[-2000:]
 
 
@@ -172,9 +172,9 @@ def test_not_allowed_kernels_are_refused_under_their_aliases():
 
     names = ["torch._native_multi_head_attention", "torch.nn.functional.scaled_dot_product_attention",
              "torch.nn.functional.layer_norm", "torch.layer_norm"]
-    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER), *names], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER), *names], capture_output=True, text=True, encoding="utf-8")
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     assert lines and all(line.endswith("refused") for line in lines), run.stdout
-    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER)], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", KERNEL_PROBE, str(RUNNER)], capture_output=True, text=True, encoding="utf-8")
     assert all(line.endswith("ran") for line in run.stdout.splitlines()), run.stdout  # not refused by default

@@ -31,7 +31,7 @@ def test_collect_reports_what_it_does_not_grade(tmp_path):
     alice = tmp_path / "alice"
     alice.mkdir()
     for name in ("04_masking.ipynb", "04_masking (1).ipynb", "notes.ipynb", "essay.pdf", "05_multihead_attention.ipynb"):
-        (alice / name).write_text("{}")
+        (alice / name).write_text("{}", encoding="utf-8")
     (tmp_path / "bob").mkdir()
     students = {s.student: s for s in collect(tmp_path, CHAPTERS)}
     assert set(students) == {"alice", "bob"}, "a student who handed in nothing still gets rows"

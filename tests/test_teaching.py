@@ -239,7 +239,7 @@ def grades(tmp_path_factory):
         (subs / who).mkdir(parents=True)
     course.generate_student_notebooks(CHAPTERS, subs / "untouched", tmp / "generate")
     for ch in CHAPTERS:
-        (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text())
+        (subs / "instructor" / f"{ch}.ipynb").write_text((course.NOTEBOOKS / f"{ch}.ipynb").read_text(encoding="utf-8"), encoding="utf-8")
         for who in PLANTED:
             if planted_kinds(ch, who):
                 plant(ch, course.NOTEBOOKS / f"{ch}.ipynb", subs / who / f"{ch}.ipynb", planted_kinds(ch, who))
@@ -247,11 +247,11 @@ def grades(tmp_path_factory):
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
                           "--timeout", "10", "--jobs", "2"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, encoding="utf-8")
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout + run.stderr
     print(f"autograded {len(CHAPTERS)} chapters x {2 + len(PLANTED)} submissions in {seconds:.0f} s")
-    with open(out) as f:
+    with open(out, encoding="utf-8") as f:
         scores = {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
     return scores, None
 
@@ -376,7 +376,7 @@ def secrets(chapter):
     src = ROOT / "_build" / "student-book" / "src"  # what the student book is built from: fair game
     visible = "\n".join([source(c) for nb in sorted((src / "notebooks").glob("*.ipynb"))
                          for c in nbformat.read(nb, as_version=4).cells]
-                        + [page.read_text() for page in sorted(src.rglob("*.md"))])
+                        + [page.read_text(encoding="utf-8") for page in sorted(src.rglob("*.md"))])
     found = set()
     for c in cells(chapter):
         text, markdown = source(c), c["cell_type"] == "markdown"
@@ -403,7 +403,7 @@ def student_book():
     out = ROOT / "_build" / "student-book"
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "student_book.py"), "--out", str(out), "-W"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"student book built in {time.perf_counter() - t0:.0f} s")
     return out / "_build" / "html"
@@ -417,7 +417,7 @@ def test_student_book_leaks_no_solution_and_no_hidden_test(student_book):
     text = site_text(student_book)
     assert "download" not in text.lower() or "btn-download" not in text, "no download button"
     for chapter in CHAPTERS:
-        page = (student_book / "notebooks" / f"{chapter}.html").read_text()
+        page = (student_book / "notebooks" / f"{chapter}.html").read_text(encoding="utf-8")
         assert "YOUR CODE HERE" not in page and "BEGIN SOLUTION" not in page and "HIDDEN TESTS" not in page
         # the search sees code: every exercise's visible check is on the page
         for c in cells(chapter):
@@ -431,7 +431,7 @@ def test_student_book_leaks_no_solution_and_no_hidden_test(student_book):
 
 def test_leak_grep_sees_through_syntax_highlighting(tmp_path):
     (tmp_path / "page.html").write_text('<pre><span class="n">weights</span> <span class="o">=</span> '
-                                        '<span class="n">torch</span><span class="o">.</span>softmax(x &amp; y)</pre>')
+                                        '<span class="n">torch</span><span class="o">.</span>softmax(x &amp; y)</pre>', encoding="utf-8")
     assert "weights = torch.softmax(x & y)" in site_text(tmp_path)
     assert fragments("a blocked weight falls like $e^{-c}$ but never reaches 0 while it is representable", True) == [
         "a blocked weight falls like", "but never reaches 0 while it is representable"]
