@@ -109,7 +109,7 @@ def test_views_are_small_fast_and_namespaced():
     bundles = [v._repr_mimebundle_() for v in views]
     seconds = time.perf_counter() - start
     assert seconds < 0.5, f"two views took {seconds:.2f} s"
-    for view, bundle in zip(views, bundles):
+    for view, bundle in zip(views, bundles, strict=True):
         page = bundle["text/html"]
         assert len(page.encode()) < 60_000  # renderer + style ~ 15 kB, 2 x 4 x 12 x 12 weights
         assert page.count(f'id="{view.id}"') == 1
