@@ -240,14 +240,12 @@ def run_all(browser):
     WebDriverWait(browser, 120).until(lambda d: d.execute_script(
         "return !!document.querySelector('.jp-Notebook .jp-Cell')"))
     time.sleep(2)  # the kernel starts
-    browser.execute_script("[...document.querySelectorAll('.lm-MenuBar-itemLabel')].find(e => e.textContent === 'Run')"
-                           ".closest('.lm-MenuBar-item').dispatchEvent(new MouseEvent('mousedown', {bubbles: true}))")
-    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
-        "return [...document.querySelectorAll('.lm-Menu-itemLabel')].some(e => e.textContent === 'Run All Cells')"))
-    browser.execute_script("""const item = [...document.querySelectorAll('.lm-Menu-itemLabel')]
-        .find(e => e.textContent === 'Run All Cells').closest('.lm-Menu-item');
-        item.dispatchEvent(new MouseEvent('mousedown', {bubbles: true}));
-        item.dispatchEvent(new MouseEvent('mouseup', {bubbles: true}));""")
+    menu = browser.execute_script(
+        "return [...document.querySelectorAll('.lm-MenuBar-itemLabel')].find(e => e.textContent === 'Run')")
+    menu.click()
+    item = WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('.lm-Menu-itemLabel')].find(e => e.textContent === 'Run All Cells')"))
+    item.click()
 
 
 @pytest.mark.parametrize("interface", ["lab/tree", "notebooks"], ids=["jupyterlab", "notebook7"])
