@@ -30,6 +30,7 @@
     return e;
   }
   function fmt(milli) { return (milli / 1000).toFixed(3); }
+  function shown(token) { return token.trim() === "" ? "\u2423" : token; }  // a space shows as ␣
 
   function render(root) {
     if (!root || root.getAttribute("data-rendered")) return;
@@ -109,7 +110,7 @@
                            viewBox: "0 0 " + GAP + " " + (rows * ROW)});
       qButtons = k.q.map(function (t, i) {
         var b = el("div", {"class": "ax-token ax-query", role: "option", tabindex: "-1", "data-index": i,
-                           id: id + "-q-" + i}, t);
+                           id: id + "-q-" + i}, shown(t));
         b.addEventListener("click", function () { select(i, true); });
         b.addEventListener("mouseenter", function () { select(i, false); });
         b.addEventListener("keydown", onQueryKey);
@@ -118,7 +119,7 @@
       });
       kItems = k.k.map(function (t, j) {
         var e = el("div", {"class": "ax-token ax-key", role: "option", tabindex: "-1", "data-index": j,
-                           id: id + "-k-" + j}, t);
+                           id: id + "-k-" + j}, shown(t));
         e.addEventListener("mouseenter", function () { state.key = j; showKey(); });
         e.addEventListener("focus", function () { state.key = j; showKey(); });
         e.addEventListener("mouseleave", function () { state.key = -1; showKey(); });
