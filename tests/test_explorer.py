@@ -162,3 +162,24 @@ def test_the_script_and_style_ship_inside_the_package():
     assert 'data-theme="dark"' in css  # the book's dark mode
     view = head_view(weights(), list("abcde")).html()
     assert js in view and css in view
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_script_and_style(tmp_path):
+    """pyproject's package-data: a wheel built from the repository holds explorer.js and .css."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"  # a clean copy: no build/ left over from an earlier build
+    shutil.copytree(root / "companion", src / "companion", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ["pyproject.toml", "README.md"]:
+        shutil.copy(root / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"companion/explorer/explorer.js", "companion/explorer/explorer.css"} <= set(names), names
