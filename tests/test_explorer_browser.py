@@ -154,9 +154,10 @@ def test_explorer_on_the_chapter_page(server, browser, stem, edition):  # noqa: 
         assert len(shown["lines"]) == (n_heads - 1) * shown["nk"]
         click(browser, ".ax-head-toggle[data-head='0']")
         assert len(state(browser)["lines"]) == n_heads * shown["nk"]
-    # keyboard: Tab from the last head toggle reaches the selected token; arrows move it
-    last_toggle = browser.find_elements("css selector", ".ax-head-toggle")[-1]
-    browser.execute_script("arguments[0].focus()", last_toggle)
+    # keyboard: Tab from the control before the tokens (the last head toggle, or in the model
+    # view the last thumbnail) reaches the selected token; the arrows move it
+    before = browser.find_elements("css selector", ".ax-thumb" if mode == "model" else ".ax-head-toggle")[-1]
+    browser.execute_script("arguments[0].focus()", before)
     ActionChains(browser).send_keys(Keys.TAB).perform()
     shown = state(browser)
     assert shown["active"], "Tab did not reach the selected query token"
