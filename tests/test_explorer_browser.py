@@ -3,8 +3,8 @@ closed (the `browser` fixture, tests/conftest.py), in both editions.
 
 On chapters 2, 5, 7 and 9 the view renders (its script ran: the fallback text is gone); clicking
 a query token draws one line per head to every key, and the weights the lines carry equal the
-model's to three decimals (the full-precision weights the notebook stored beside the HTML, in
-``_build/jupyter_execute``, under companion.explorer.MIME_TYPE); switching a head off removes
+model's to three decimals (the full-precision weights the executed notebook stores beside the
+HTML, under companion.explorer.MIME_TYPE, in the book's execution cache); switching a head off removes
 its lines; Tab reaches the selected token and the arrow keys move the selection, with a visible
 focus ring; in chapter 5's model view a thumbnail opens its head; dark mode keeps the text
 readable; the page logs no console error. The view also renders inside a sandboxed iframe
@@ -13,7 +13,6 @@ without network, as Colab shows outputs. Screenshots: ``_build/screenshots/explo
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -41,12 +40,25 @@ CASES = [(stem, edition) for stem in PAGES for edition in EDITIONS]
 
 
 def model_weights(stem):
-    """The weights the chapter's view was made from, at full precision, from the executed notebook."""
-    path = EXECUTED / f"{stem}.ipynb"
-    if not path.exists():
-        pytest.skip(f"{path} is missing: build the book first")
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    found = [o["data"][MIME_TYPE] for c in cells if c["cell_type"] == "code"
+    """The weights the chapter's view was made from, at full precision: the executed notebook's
+    output (the book's execution cache, from which the page was rendered, or
+    ``_build/jupyter_execute``) keeps them beside the HTML."""
+    import nbformat
+
+    notebook = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", 4)
+    executed = None
+    try:
+        from jupyter_cache import get_cache
+
+        cache = get_cache(str(ROOT / "_build" / ".jupyter_cache"))
+        executed = cache.get_cache_bundle(cache.match_cache_notebook(notebook).pk).nb
+    except (ImportError, KeyError):
+        path = EXECUTED / f"{stem}.ipynb"
+        if path.exists():
+            executed = nbformat.read(path, 4)
+    if executed is None:
+        pytest.skip(f"no executed {stem} in _build: build the book first")
+    found = [o["data"][MIME_TYPE] for c in executed.cells if c["cell_type"] == "code"
              for o in c.get("outputs", []) if MIME_TYPE in o.get("data", {})]
     assert len(found) == 1, f"{stem}: {len(found)} explorer outputs in the executed notebook"
     return found[0]
