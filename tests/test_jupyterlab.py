@@ -203,3 +203,86 @@ def test_an_exercise_in_notebook_7(lab, browser):
     assert "Solution" in state["cue"] and state["placeholder"] and not state["codeShown"], state
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / f"notebook7_{CHAPTER}_exercise_folded.png"))
+
+
+# --- companion.explorer after Run All (JupyterLab 4 and Notebook 7) ----------------------------
+
+EXPLORER_NOTEBOOK = "_explorer_check.ipynb"  # written into notebooks/ for the test, then removed
+EXPLORER_CODE = """\
+import torch
+
+from companion.explorer import head_view, model_view
+
+g = torch.Generator().manual_seed(0)
+w = [torch.softmax(torch.randn(1, 2, 5, 5, generator=g), -1) for _ in range(2)]
+tokens = ["the", "cat", "sat", "on", "it"]
+display(head_view(w, tokens, query=4))
+model_view(w, tokens)"""
+
+
+@pytest.fixture
+def explorer_notebook():
+    import nbformat
+
+    path = ROOT / "notebooks" / EXPLORER_NOTEBOOK
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(EXPLORER_CODE)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    yield path
+    path.unlink()
+
+
+def run_all(browser):
+    """Run > Run All Cells from the menu bar (the same in JupyterLab and Notebook 7)."""
+    WebDriverWait(browser, 120).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('.lm-MenuBar-itemLabel')].some(e => e.textContent === 'Run')"))
+    WebDriverWait(browser, 120).until(lambda d: d.execute_script(
+        "return !!document.querySelector('.jp-Notebook .jp-Cell')"))
+    time.sleep(2)  # the kernel starts
+    menu = browser.execute_script(
+        "return [...document.querySelectorAll('.lm-MenuBar-itemLabel')].find(e => e.textContent === 'Run')")
+    menu.click()
+    item = WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('.lm-Menu-itemLabel')].find(e => e.textContent === 'Run All Cells')"))
+    item.click()
+
+
+@pytest.mark.parametrize("interface", ["lab/tree", "notebooks"], ids=["jupyterlab", "notebook7"])
+def test_explorer_after_run_all(lab, browser, explorer_notebook, interface):
+    """Two views in one output area render after Run All, with no require.js and no kernel
+    call afterwards: a click on a query token draws its weights; a head switched off loses
+    its lines."""
+    browser.get(f"{lab}/{interface}/{EXPLORER_NOTEBOOK}")
+    run_all(browser)
+    WebDriverWait(browser, 180).until(lambda d: d.execute_script(
+        "return document.querySelectorAll('.jp-OutputArea .ax-root[data-rendered]').length") == 2)
+    roots = browser.find_elements("css selector", ".jp-OutputArea .ax-root")
+    assert len({r.get_attribute("id") for r in roots}) == 2
+    head = roots[0]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", head)
+    head.find_element("css selector", ".ax-query[data-index='1']").click()
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    w = [torch.softmax(torch.randn(1, 2, 5, 5, generator=g), -1) for _ in range(2)]
+    expected = w[-1][0, :, 1]  # (H, K): the last layer, query 1
+    lines = browser.execute_script(
+        "return [...arguments[0].querySelectorAll('line.ax-line')].map(l => [+l.dataset.head, +l.dataset.key, +l.dataset.weight])",
+        head)
+    assert len(lines) == 10
+    assert all(abs(v - float(expected[h, k])) <= 0.0005 + 1e-6 for h, k, v in lines), lines
+    head.find_element("css selector", ".ax-head-toggle[data-head='1']").click()
+    heads = browser.execute_script(
+        "return [...arguments[0].querySelectorAll('line.ax-line')].map(l => +l.dataset.head)", head)
+    assert heads == [0] * 5
+    grid = roots[1]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", grid)
+    grid.find_element("css selector", ".ax-thumb[data-layer='0'][data-head='1']").click()
+    assert grid.find_element("css selector", ".ax-layer").get_attribute("value") == "0"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    time.sleep(0.5)
+    name = "jupyterlab" if interface == "lab/tree" else "notebook7"
+    browser.save_screenshot(str(SCREENSHOTS / f"{name}_explorer.png"))
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and "ax-" in e["message"]]
+    assert not errors, errors
