@@ -56,13 +56,15 @@ from .masks import causal_mask, real_token_mask
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 
-#: The oldest PyTorch whose behaviour the book relies on: from 2.5,
-#: ``F.scaled_dot_product_attention`` returns 0 (not NaN) on fully masked rows (chapter 4).
-MIN_TORCH = "2.5"
+#: The oldest PyTorch the book runs on, installed and run for real (benchmarks/version_floor.py):
+#: from 2.5, ``F.scaled_dot_product_attention`` returns 0 (not NaN) on fully masked rows (chapter 4);
+#: under 2.5.1 chapter 7's FLOP count of cached decoding is 0 (``FlopCounterMode``), under 2.6 it runs.
+MIN_TORCH = "2.6"
 if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as a string
     _warnings.warn(
         f"the course needs torch>={MIN_TORCH}, found {_torch.__version__}: older versions return NaN "
-        "where chapter 4 expects F.scaled_dot_product_attention to return 0 (fully masked rows); "
+        "where chapter 4 expects F.scaled_dot_product_attention to return 0 (fully masked rows), and "
+        "count no FLOPs where chapter 7 measures the KV cache; "
         "upgrade with `pip install -U torch`",
         RuntimeWarning,
         stacklevel=2,

@@ -34,7 +34,7 @@ def test_older_torch_warns_at_import():
         "print([str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, encoding="utf-8").stdout
-    assert "needs torch>=2.5, found 2.4.1" in out
+    assert "needs torch>=2.6, found 2.4.1" in out
 
 
 def test_current_torch_does_not_warn():
