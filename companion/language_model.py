@@ -130,3 +130,17 @@ def perplexity(nats_per_token: float) -> float:
     """``exp(loss)``: the number of equally likely tokens the model is as unsure as."""
     require_number("nats_per_token", nats_per_token, 0.0)
     return math.exp(nats_per_token)
+
+
+def unigram_loss(train_ids: torch.Tensor, held_ids: torch.Tensor, vocab_size: int) -> float:
+    """The loss (nats per token) on ``held_ids`` of the **unigram** model of ``train_ids``:
+    every token predicted from its frequency alone, ``p(v) = (count(v) + 1) / (n + V)``
+    (add-one smoothing, so a token unseen in training costs a finite loss)."""
+    _check_ids(train_ids)
+    _check_ids(held_ids)
+    require_positive_int("vocab_size", vocab_size)
+    counts = torch.bincount(train_ids.cpu(), minlength=vocab_size).double() + 1.0  # (V,)
+    if counts.numel() != vocab_size:
+        raise ValueError(f"train_ids hold ids >= vocab_size={vocab_size}")
+    log_p = torch.log(counts / counts.sum())  # (V,)
+    return float(-log_p[held_ids.cpu()].mean())

@@ -66,7 +66,7 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
           batch_size: int = 64, lr: float = 3e-3, seed: int = 0, device: torch.device | str | None = None,
           clip: float | None = 1.0, log_every: int = 50, progress: bool = True, desc: str = "training",
           params=None, warmup: int = 0, compile_model: bool | str = False,
-          lr_min: float | None = None) -> History:
+          lr_min: float | None = None, on_log: Callable[[int, nn.Module], None] | None = None) -> History:
     """Train ``model`` for ``steps`` minibatch steps of Adam.
 
     ``data`` is a sequence of tensors with the same first dimension (examples);
@@ -99,6 +99,8 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0 (steps), got {warmup!r}")
     require_number("lr_min", lr_min, 0.0, allow_none=True)
+    if on_log is not None and not callable(on_log):
+        raise TypeError(f"on_log must be callable as on_log(step, model), got {type(on_log).__name__}")
     data = list(data)
     if not data:
         raise ValueError("data must hold at least one tensor")
@@ -161,6 +163,9 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
             history.losses.append(mean)
             bar.set_postfix(loss=f"{mean:.4f}")
             running.zero_()
+            if on_log is not None:
+                on_log(step, model)
+                model.train()
     model.eval()
     history.seconds = time.perf_counter() - start
     history.grad_norms = torch.stack(grad_norms).tolist() if grad_norms else []

@@ -157,3 +157,10 @@ def test_training_through_the_course_loop_learns_a_periodic_text():
     assert before > 1.5 and after < 0.3
     by_pos = loss_by_position(model, ids, 16)
     assert by_pos.shape == (16,) and float(by_pos[0]) > float(by_pos[1:].mean())  # position 0 cannot know the phase
+
+
+def test_unigram_loss_by_hand():
+    from companion.language_model import unigram_loss
+
+    train_ids = torch.tensor([0, 0, 1])  # counts + 1: 3, 2, 1 of 6
+    assert unigram_loss(train_ids, torch.tensor([0, 2]), 3) == pytest.approx(-(math.log(3 / 6) + math.log(1 / 6)) / 2)
