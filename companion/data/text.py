@@ -22,7 +22,7 @@ from .._validate import require_number
 SHAKESPEARE_FILE = Path(__file__).with_name("tinyshakespeare.txt.gz")
 #: SHA-256 of the uncompressed text (``data/tinyshakespeare/input.txt`` of karpathy/char-rnn).
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-#: Its length in characters (= bytes: the text is ASCII).
+#: Its length in characters, which is also its length in bytes (the text is ASCII).
 SHAKESPEARE_CHARS = 1_115_394
 #: The share of the text used for training; the rest is held out.
 TRAIN_FRACTION = 0.9
