@@ -229,3 +229,14 @@ def test_distances_refuse_tables_without_dimensions_or_with_nan():
         pe[3, 2] = float("nan")
         with pytest.raises(ValueError, match=r"NaN or infinite values \(1 of 24\)"):
             fn(pe)
+
+
+def test_learned_positions_add_their_rows_and_refuse_past_max_len():
+    from companion.positional import LearnedPositionalEmbedding
+
+    pe = LearnedPositionalEmbedding(8, 4)
+    x = torch.zeros(2, 3, 4)
+    assert torch.equal(pe(x, offset=2), pe.weight[2:5].expand(2, 3, 4))
+    assert sum(p.numel() for p in pe.parameters()) == 32
+    with pytest.raises(ValueError, match="past max_len=8"):
+        pe(torch.zeros(1, 3, 4), offset=6)
