@@ -135,6 +135,7 @@ PLANTS = {
         "loop": ("lm_sampling", "def sampling_probs(logits, temperature, k):\n    while True:\n        pass\n"),
         "build": _from_solution("10_language_model", "lm_gpt", "x = x + layer.ffn(layer.norm2(x))",
                                 "x = layer.ffn(layer.norm2(x))  # no residual around the FFN"),
+    },
     "12_fast_attention": {
         "wrong": ("flash_skipped", "def skipped_tiles(n, block):\n    t = n // block\n"
                   "    return t * (t - 1) // 2  # floor: forgets the last, partial tile\n"),

@@ -23,7 +23,7 @@ def ref_train(text: str, vocab_size: int):
         if len(ids) < 2:
             break
         counts = {}
-        for pair in zip(ids, ids[1:]):
+        for pair in zip(ids, ids[1:], strict=False):
             counts[pair] = counts.get(pair, 0) + 1
         best = max(counts.values())
         pair = min(p for p, c in counts.items() if c == best)  # ties: the smallest pair

@@ -21,7 +21,8 @@ from .transformer import Transformer, TransformerConfig
 from .transformer_captioner import CaptionerConfig, TransformerCaptioner
 from .vit import ViT, patchify, unpatchify
 
-__all__ = ["blocks", "captioning", "cnn", "gpt", "seq2seq", "torch_weights", "transformer", "transformer_captioner", "vit", "CaptionerConfig",
+__all__ = ["blocks", "captioning", "cnn", "gpt", "seq2seq", "torch_weights", "transformer", "transformer_captioner", "vit",
+           "CaptionerConfig",
            "DecoderLayer", "DotProductAttention",
            "EncoderLayer", "GPT", "GPTConfig", "ImageCaptioner", "Seq2Seq", "ShapesCNN", "SmallCNN", "Transformer", "TransformerConfig",
            "TransformerCaptioner", "VanillaRNNCell", "ViT", "patchify", "unpatchify"]
