@@ -20,7 +20,7 @@ from ._validate import require_positive_int
 BYTES_PER_VALUE = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.float64: 8}
 
 
-def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
+def cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
                    bytes_per_value: int = 2, batch: int = 1) -> int:
     """``2 × layers × kv_heads × head_dim × tokens × bytes_per_value × batch`` bytes."""
     for name, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
@@ -29,7 +29,7 @@ def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
     return 2 * layers * kv_heads * head_dim * tokens * bytes_per_value * batch
 
 
-def cache_tensor_bytes(caches: Iterable[dict]) -> int:
+def cached_tensor_bytes(caches: Iterable[dict]) -> int:
     """The bytes actually held by the keys and values of some caches (one dict per layer,
     as :class:`companion.multihead.MultiHeadAttention` fills them): ``Σ numel × element size``."""
     total = 0

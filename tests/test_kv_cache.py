@@ -1,16 +1,16 @@
 import pytest
 import torch
 
-from companion.kv_cache import cache_tensor_bytes, kv_cache_bytes
+from companion.kv_cache import cached_tensor_bytes, cache_bytes
 from companion.multihead import MultiHeadAttention
 
 
 def test_formula_at_a_published_configuration():
     # 32 layers, 32 heads of 128, 32,768 tokens, bf16 (2 bytes): 17.18 GB; 8 KV heads: 4.29 GB
-    assert kv_cache_bytes(32, 32, 128, 32_768, 2) == 17_179_869_184
-    assert round(kv_cache_bytes(32, 32, 128, 32_768, 2) / 1e9, 2) == 17.18
-    assert round(kv_cache_bytes(32, 8, 128, 32_768, 2) / 1e9, 2) == 4.29
-    assert kv_cache_bytes(1, 1, 1, 1, 1, batch=3) == 6
+    assert cache_bytes(32, 32, 128, 32_768, 2) == 17_179_869_184
+    assert round(cache_bytes(32, 32, 128, 32_768, 2) / 1e9, 2) == 17.18
+    assert round(cache_bytes(32, 8, 128, 32_768, 2) / 1e9, 2) == 4.29
+    assert cache_bytes(1, 1, 1, 1, 1, batch=3) == 6
 
 
 @pytest.mark.parametrize("kv_heads", [4, 2, 1])
@@ -23,12 +23,12 @@ def test_formula_equals_the_tensors_of_a_filled_cache(kv_heads, dtype):
     for mha, cache in zip(mhas, caches, strict=True):
         for t in range(tokens):
             mha(x[:, t:t + 1], cache=cache)
-    expected = kv_cache_bytes(layers, kv_heads, D // H, tokens, torch.empty(0, dtype=dtype).element_size(), batch=2)
-    assert cache_tensor_bytes(caches) == expected
+    expected = cache_bytes(layers, kv_heads, D // H, tokens, torch.empty(0, dtype=dtype).element_size(), batch=2)
+    assert cached_tensor_bytes(caches) == expected
 
 
 def test_bad_sizes_are_refused():
     with pytest.raises(ValueError, match="kv_heads"):
-        kv_cache_bytes(32, 0, 128, 10)
+        cache_bytes(32, 0, 128, 10)
     with pytest.raises(TypeError, match="caches\\[0\\]"):
-        cache_tensor_bytes([[1]])
+        cached_tensor_bytes([[1]])
