@@ -7,18 +7,22 @@ Each module holds one idea of the book:
 - :mod:`companion.masks`      causal and real-token masks (True = may attend), conversions to torch
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.heads`      what each trained head does: entropy, peak offset, mass on a key
-- :mod:`companion.positional` sinusoidal positional encodings, binary codes, overlap measures
+- :mod:`companion.positional` sinusoidal and learned positional encodings, binary codes, overlap measures
+- :mod:`companion.tokenizer`  characters and byte-level BPE trained from scratch
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
 - :mod:`companion.conv_as_attention` a convolution written as multi-head self-attention
 - :mod:`companion.layer_comparison` recurrent, convolutional and self-attention layers compared
                               (Vaswani et al.'s Table 1: time and gradient path, measured)
 - :mod:`companion.plotting`   attention heat maps and cost plots
 - :mod:`companion.diagrams`   architecture diagrams whose shapes are recorded from a forward pass
-- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse, coreference; vocabularies
+- :mod:`companion.data`       seeded datasets: shapes+captions, dates, copy/reverse, coreference; vocabularies;
+                              shipped data: digits, tiny Shakespeare
 - :mod:`companion.models`     captioning CNN+RNN, seq2seq GRUs with and without attention,
-                              the Transformer, the Vision Transformer, a small CNN
+                              the Transformer, the Vision Transformer, a small CNN, a GPT
 - :mod:`companion.train`      one training loop, evaluation helpers
-- :mod:`companion.decoding`   greedy decoding and beam search through a step function
+- :mod:`companion.decoding`   greedy decoding, beam search and sampling through a step function
+- :mod:`companion.sampling`   temperature, top-k and top-p (nucleus) sampling from logits
+- :mod:`companion.language_model` next-token windows, bits per character, loss by position
 - :mod:`companion.profiling`  timing, memory and parameter counts
 - :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
@@ -38,6 +42,7 @@ from . import (
     dft,
     diagrams,
     heads,
+    language_model,
     layer_comparison,
     masks,
     models,
@@ -46,6 +51,8 @@ from . import (
     positional,
     profiling,
     progress,
+    sampling,
+    tokenizer,
     train,
 )
 from .attention import AdditiveAttention, attention_with_weights, fused_attention
@@ -71,8 +78,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "heads",
-    "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling", "progress",
-    "train",
+    "language_model", "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling", "progress",
+    "sampling", "tokenizer", "train",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
     "describe_device", "fused_attention", "real_token_mask", "seed_everything", "sinusoidal_encoding",
 ]

@@ -9,7 +9,8 @@ Transformer) exposes the same *step function*::
 encoder outputs, a key/value cache); the decoding loop never looks inside it.
 Greedy decoding lives here, once; beam search sits beside it with the same
 step function plus a way to reorder the rows of ``state`` (see
-:func:`index_state`).
+:func:`index_state`), and :func:`sample_decode` draws each token instead, with the
+temperature, top-k and top-p of :mod:`companion.sampling` (chapter 10).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 import torch
 
-from ._validate import require_int, require_number, require_positive_int
+from ._validate import require_int, require_number, require_positive_int, require_tensor
+from .sampling import sample_next
 
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 
@@ -103,6 +105,32 @@ def greedy_decode(step_fn: StepFn, state: Any, bos_id: int, eos_id: int, max_len
             break
     tokens = torch.stack(out, dim=1)  # (B, T)
     return Decoded(tokens=tokens, lengths=lengths, log_prob=log_prob, finished=finished)
+
+
+def sample_decode(step_fn: StepFn, state: Any, first: torch.Tensor, max_len: int, *, temperature: float = 1.0,
+                  top_k: int | None = None, top_p: float | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Autoregressive sampling: feed ``first (B,)``, draw the next token from the step's
+    logits with :func:`companion.sampling.sample_next`, feed it back, ``max_len`` times::
+
+        y_0 = first;   y_t ~ filter(softmax(z_t / T)),  z_t = step_fn(y_{t-1}, state)
+
+    ``temperature=0`` is greedy decoding. There is no end token (a language model writes on);
+    returns the ``max_len`` drawn ids ``(B, max_len)``. Call it inside ``torch.inference_mode()``.
+    """
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    require_tensor("first", first)
+    if first.dim() != 1 or first.is_floating_point():
+        raise ValueError(f"first must be (B,) integer ids, one per sequence, got {first.dtype} {tuple(first.shape)}")
+    require_positive_int("max_len", max_len)
+    prev, out = first, []
+    for _ in range(max_len):
+        logits, state = step_fn(prev, state)
+        _check_logits(logits, first.shape[0], "B", 0)
+        prev = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+        out.append(prev)
+    return torch.stack(out, dim=1)  # (B, max_len)
 
 
 def index_state(state: Any, index: torch.Tensor) -> Any:

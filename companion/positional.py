@@ -167,6 +167,40 @@ class SinusoidalPositionalEncoding(nn.Module):
         return x + self.positions(x.shape[1], offset).to(x.dtype)  # (B, N, d_model)
 
 
+class LearnedPositionalEmbedding(nn.Module):
+    """A learned position table (GPT, BERT): row ``t`` of a ``(max_len, d_model)`` parameter
+    is added to the token at position ``t``. Same call as :class:`SinusoidalPositionalEncoding`:
+    ``pe(x, offset=t)`` adds rows ``t … t + N - 1``; positions past ``max_len`` are refused.
+
+    It has ``max_len · d_model`` parameters (786,432 in GPT-2 small) and knows no position it
+    was not trained on: unlike the sinusoids, it cannot be read past ``max_len``.
+    """
+
+    def __init__(self, max_len: int, d_model: int, std: float = 0.02):
+        super().__init__()
+        self.max_len = require_positive_int("max_len", max_len)
+        require_positive_int("d_model", d_model)
+        require_number("std", std, 0.0)
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * std)  # (max_len, d)
+
+    def positions(self, length: int, offset: int = 0) -> torch.Tensor:
+        """The rows ``weight[offset : offset + length]``, shape ``(length, d_model)``."""
+        require_int("length", length, minimum=0)
+        require_int("offset", offset, minimum=0)
+        if offset + length > self.max_len:
+            raise ValueError(
+                f"positions {offset}…{offset + length - 1} go past max_len={self.max_len}: a learned table "
+                f"holds positions 0…{self.max_len - 1} only; build the model with a larger max_len"
+            )
+        return self.weight[offset: offset + length]  # (length, d_model)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        require_float("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.weight.shape[1]:
+            raise ValueError(f"expected x of shape (B, N, {self.weight.shape[1]}), got {tuple(x.shape)}")
+        return x + self.positions(x.shape[1], offset)  # (B, N, d_model)
+
+
 # ---------------------------------------------------------------------------------------
 # Rotary position embedding (RoPE, Su et al. 2021): chapter 6's rotation applied to q and k.
 #

@@ -8,6 +8,7 @@ is read back to the CPU (``.item()``, a device sync) only every ``log_every`` st
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +65,8 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) 
 def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence[torch.Tensor], *, steps: int,
           batch_size: int = 64, lr: float = 3e-3, seed: int = 0, device: torch.device | str | None = None,
           clip: float | None = 1.0, log_every: int = 50, progress: bool = True, desc: str = "training",
-          params=None, warmup: int = 0, compile_model: bool | str = False) -> History:
+          params=None, warmup: int = 0, compile_model: bool | str = False,
+          lr_min: float | None = None, on_log: Callable[[int, nn.Module], None] | None = None) -> History:
     """Train ``model`` for ``steps`` minibatch steps of Adam.
 
     ``data`` is a sequence of tensors with the same first dimension (examples);
@@ -73,7 +75,8 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     ``params`` restricts what is optimised (default: all of ``model``).
     ``warmup``: the learning rate grows linearly from ``lr / warmup`` to ``lr`` over the
     first ``warmup`` steps, then stays (0: constant); :func:`lr_at` gives its value at
-    every step. ``clip``: the gradient is rescaled to norm ``clip`` on steps where its total
+    every step. ``lr_min``: after the warmup the rate falls along a half cosine from ``lr`` to
+    ``lr_min`` at the last step (``None``: it stays at ``lr``). ``clip``: the gradient is rescaled to norm ``clip`` on steps where its total
     norm is larger, ``g <- g · min(1, clip / ‖g‖)`` (``None``: never); the norms before
     clipping are kept in ``History.grad_norms``. On CUDA the forward pass runs
     under autocast (:func:`mixed_precision`: bfloat16 where the GPU has it, else float16 with a
@@ -95,6 +98,9 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     require_positive_int("log_every", log_every)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0 (steps), got {warmup!r}")
+    require_number("lr_min", lr_min, 0.0, allow_none=True)
+    if on_log is not None and not callable(on_log):
+        raise TypeError(f"on_log must be callable as on_log(step, model), got {type(on_log).__name__}")
     data = list(data)
     if not data:
         raise ValueError("data must hold at least one tensor")
@@ -118,7 +124,8 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters() if params is None else params, lr=lr)
     # LambdaLR multiplies lr by the factor of its step counter s = 0, 1, ...: optimiser step s + 1
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s + 1, 1.0, warmup))
+    fraction = None if lr_min is None else lr_min / lr
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(min(s + 1, steps), 1.0, warmup, steps, fraction))
     amp_dtype = mixed_precision(device)
     autocast = torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
     # float16 needs its loss scaled so that small gradients do not underflow; bfloat16 does not
@@ -156,17 +163,25 @@ def train(model: nn.Module, loss_fn: Callable[..., torch.Tensor], data: Sequence
             history.losses.append(mean)
             bar.set_postfix(loss=f"{mean:.4f}")
             running.zero_()
+            if on_log is not None:
+                on_log(step, model)
+                model.train()
     model.eval()
     history.seconds = time.perf_counter() - start
     history.grad_norms = torch.stack(grad_norms).tolist() if grad_norms else []
     return history
 
 
-def lr_at(step: int, lr: float, warmup: int = 0) -> float:
+def lr_at(step: int, lr: float, warmup: int = 0, total: int | None = None, lr_min: float | None = None) -> float:
     """The learning rate of optimiser step ``step`` (1, 2, ...) under :func:`train`'s schedule,
     **linear warmup, then constant**:
 
         lr_at(step) = lr · min(1, step / warmup)      (lr for every step when warmup = 0)
+
+    or, with ``lr_min`` and the run's ``total`` steps, linear warmup then a half cosine down
+    to ``lr_min`` at step ``total`` (nanoGPT's schedule)::
+
+        lr_at(step) = lr_min + (lr - lr_min) · (1 + cos(π · (step - warmup) / (total - warmup))) / 2
 
     Step 1 uses ``lr / warmup``, step ``warmup`` and every later step the full ``lr``.
     A small first rate keeps the first updates, made while Adam's moment estimates rest
@@ -177,7 +192,18 @@ def lr_at(step: int, lr: float, warmup: int = 0) -> float:
     require_number("lr", lr, 0.0, strict=True)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0 (steps), got {warmup!r}")
-    return lr * min(1.0, step / warmup) if warmup else lr
+    if warmup and step <= warmup:
+        return lr * step / warmup
+    if lr_min is None:
+        return lr
+    require_number("lr_min", lr_min, 0.0)
+    require_positive_int("total", total)
+    if step > total:
+        raise ValueError(f"step={step} is past the run's total={total} steps")
+    if total <= warmup:
+        return lr
+    progress = (step - warmup) / (total - warmup)  # 0 -> 1 over the decay
+    return lr_min + (lr - lr_min) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def mixed_precision(device: torch.device) -> torch.dtype | None:

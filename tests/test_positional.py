@@ -204,9 +204,19 @@ def test_overlap_measures_at_their_boundaries():
             fn([[0.0]])
 
 
+def test_learned_positions_add_their_rows_and_refuse_past_max_len():
+    from companion.positional import LearnedPositionalEmbedding
+
+    pe = LearnedPositionalEmbedding(8, 4)
+    x = torch.zeros(2, 3, 4)
+    assert torch.equal(pe(x, offset=2), pe.weight[2:5].expand(2, 3, 4))
+    assert sum(p.numel() for p in pe.parameters()) == 32
+    with pytest.raises(ValueError, match="past max_len=8"):
+        pe(torch.zeros(1, 3, 4), offset=6)
+
+
 # --- RoPE and ALiBi (chapter 11) ---------------------------------------------------------
 
-import math  # noqa: E402
 
 from companion.masks import causal_mask, to_additive  # noqa: E402
 from companion.positional import (  # noqa: E402

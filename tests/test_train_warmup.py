@@ -104,3 +104,28 @@ def test_history_keeps_the_gradient_norm_before_clipping():
 def test_lr_at_refuses_a_float_warmup():
     with pytest.raises(ValueError, match="warmup must be an int >= 0"):
         lr_at(1, 0.1, warmup=2.0)
+
+
+def test_cosine_decay_after_warmup(monkeypatch):
+    seen, _ = _lrs_seen(monkeypatch, steps=6, lr=1e-2, warmup=2, lr_min=1e-3, log_every=3)
+    import math
+    expect = [5e-3, 1e-2] + [1e-3 + 9e-3 * 0.5 * (1 + math.cos(math.pi * k / 4)) for k in (1, 2, 3, 4)]
+    assert seen == pytest.approx(expect)
+    assert seen[-1] == pytest.approx(1e-3)
+    assert lr_at(3, 1.0, 0, 6, 0.0) == pytest.approx(0.5)  # halfway down the cosine
+    with pytest.raises(ValueError, match="past the run"):
+        lr_at(6, 1.0, 0, 5, 0.0)
+
+
+def test_on_log_sees_every_logging_step_and_the_model():
+    seen = []
+    model = nn.Linear(3, 1)
+    x, y = torch.randn(32, 3), torch.randn(32, 1)
+
+    def on_log(step, m):
+        seen.append((step, m is model, m.training))
+        m.eval()  # the loop puts it back in training mode
+
+    train(model, lambda m, xb, yb: ((m(xb) - yb) ** 2).mean(), [x, y], steps=7, batch_size=8, device="cpu",
+          progress=False, log_every=3, on_log=on_log)
+    assert seen == [(3, True, True), (6, True, True), (7, True, True)]

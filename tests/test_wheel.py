@@ -39,6 +39,9 @@ def test_wheel_in_a_fresh_venv_runs_a_notebook(tmp_path):
     shipped = run([py, "-c", "from companion.data.digits import load_digits_tensors as f; print(f()[0].shape)"],
                   env=env, cwd=tmp_path)
     assert "torch.Size([1797, 1, 8, 8])" in shipped, "the digits travel inside the wheel"
+    text = run([py, "-c", "from companion.data.text import load_shakespeare as f; print(len(f()))"],
+               env=env, cwd=tmp_path)
+    assert "1115394" in text, "tiny Shakespeare travels inside the wheel"
     assert where.startswith(str(venv)), f"companion was imported from {where}, not from the fresh venv"
     script = (
         "import nbformat, nbclient\n"

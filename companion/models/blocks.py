@@ -85,22 +85,35 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # (..., d)
 
 
-class FeedForward(nn.Module):
-    """The position-wise FFN: ``W_2 · ReLU(W_1 x + b_1) + b_2``, ``d → d_ff → d``."""
+#: The FFN's nonlinearity by name: ReLU (the 2017 paper) or GELU (GPT, BERT, chapter 10).
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+
+def _check_activation(activation) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+
+
+class FeedForward(nn.Module):
+    """The position-wise FFN: ``W_2 · act(W_1 x + b_1) + b_2``, ``d → d_ff → d``;
+    ``act`` is ReLU (``activation="relu"``, the default) or GELU (``"gelu"``, as in GPT)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
         require_positive_int("d_model", d_model)
         require_positive_int("d_ff", d_ff)
         require_probability("dropout", dropout)
+        _check_activation(activation)
         self.d_model = d_model
+        self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))  # (B, N, d) -> (B, N, d_ff) -> (B, N, d)
+        act = ACTIVATIONS[self.activation]
+        return self.linear2(self.dropout(act(self.linear1(x))))  # (B, N, d) -> (B, N, d_ff) -> (B, N, d)
 
 
 def _check_tokens(name: str, x: torch.Tensor, d_model: int, param: torch.Tensor, rank: int | None = 3) -> None:
@@ -125,30 +138,38 @@ class EncoderLayer(nn.Module):
     attend) broadcastable to ``(B, H, N, N)``. Returns ``(B, N, d)``; with
     ``need_weights`` the attention weights ``(B, H, N, N)`` are kept in ``self.attn_weights``.
     ``dropout`` applies inside attention and the FFN and to each sublayer's output.
+
+    Under a causal mask this is the block of a decoder-only model (GPT, chapter 10): with a
+    dict ``cache`` the self-attention appends the new tokens' keys and values to those kept
+    there (chapter 7's KV cache), and ``mask`` must then cover the cached keys too.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
+                 activation: str = "relu", **attention):
         super().__init__()
         _check_norm_first(norm_first)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        # attention: chapter 11's options of MultiHeadAttention (num_kv_heads, position, window)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention)
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)  # on each sublayer's output, before the sum
         self.attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False,
+                cache: dict | None = None) -> torch.Tensor:
         _check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
         if self.norm_first:  # pre-norm: the residual stream x is never normalised
-            x = x + self._self_attention(self.norm1(x), mask, need_weights)  # (B, N, d)
+            x = x + self._self_attention(self.norm1(x), mask, need_weights, cache)  # (B, N, d)
             x = x + self._feed_forward(self.norm2(x))  # (B, N, d)
         else:  # post-norm: normalise after each sum
-            x = self.norm1(x + self._self_attention(x, mask, need_weights))  # (B, N, d)
+            x = self.norm1(x + self._self_attention(x, mask, need_weights, cache))  # (B, N, d)
             x = self.norm2(x + self._feed_forward(x))  # (B, N, d)
         return x
 
-    def _self_attention(self, h, mask, need_weights):
-        out, self.attn_weights = self.self_attn(h, mask=mask, need_weights=need_weights)  # queries, keys, values: h
+    def _self_attention(self, h, mask, need_weights, cache=None):
+        out, self.attn_weights = self.self_attn(h, mask=mask, need_weights=need_weights,
+                                                cache=cache)  # queries, keys, values: h
         return self.dropout(out)  # (B, N, d)
 
     def _feed_forward(self, h):

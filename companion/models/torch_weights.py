@@ -57,6 +57,8 @@ def _check_same_form(ours, theirs) -> None:
                          "build both with the same norm_first")
     if not (theirs.activation is F.relu or isinstance(theirs.activation, nn.ReLU)):
         raise ValueError(f"torch's layer uses the activation {theirs.activation!r}; the companion's FFN uses ReLU")
+    if ours.ffn.activation != "relu":
+        raise ValueError(f"this layer's FFN uses {ours.ffn.activation!r}; torch's layer uses ReLU")
 
 
 def _copy_ffn(ours, theirs) -> None:

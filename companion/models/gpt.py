@@ -1,0 +1,266 @@
+"""The decoder alone: a GPT language model built from the course's pieces (chapter 10)::
+
+    x_0 = E[ids] + P[0 … T-1]                token embedding E (V × d) plus positions
+    x_l = Block_l(x_{l-1}, causal mask)      N pre-norm blocks (chapter 7's EncoderLayer
+                                             under chapter 4's causal mask)
+    logits = LayerNorm(x_N) · Eᵀ             final LayerNorm, the head tied to E
+
+The block is chapter 7's pre-norm :class:`~companion.models.blocks.EncoderLayer` (GELU FFN,
+``d_ff = 4d``) under :func:`~companion.masks.causal_mask`: self-attention where each token
+sees itself and the tokens before it, and no cross-attention (there is no encoder).
+Positions are learned (:class:`~companion.positional.LearnedPositionalEmbedding`, GPT-2's
+choice) or sinusoidal (chapter 6). **Weight tying**: the language-model head reuses the
+token embedding, ``logits = h Eᵀ``, so ``V · d`` parameters serve twice
+(:meth:`GPT.num_parameters` counts them both ways).
+
+Decoding follows the course's protocol (:mod:`companion.decoding`): ``state =
+model.start(prefix)``, then ``logits, state = model.step(prev, state)`` per token. With
+``use_cache`` the state holds each layer's keys and values (chapter 7's KV cache) and a step
+runs one token through the stack; without it each step runs the whole text again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._validate import require_int, require_positive_int, require_probability, require_token_ids
+from ..kv_cache import cache_bytes
+from ..masks import causal_mask
+from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
+
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
+
+
+@dataclass
+class GPTConfig:
+    """Sizes of a GPT. ``context``: the most tokens it reads at once (GPT-2's ``n_ctx``);
+    ``d_ff=None`` means ``4 · d_model``."""
+
+    vocab_size: int
+    context: int = 128
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 4
+    d_ff: int | None = None
+    dropout: float = 0.0
+    activation: str = "gelu"
+    positions: str = "learned"
+    tie_weights: bool = True
+    num_kv_heads: int | None = None  # chapter 11: grouped-query attention (None: one per head)
+    window: int | None = None  # chapter 11: sliding-window attention over the last `window` tokens
+
+    @property
+    def ffn_size(self) -> int:
+        return 4 * self.d_model if self.d_ff is None else self.d_ff
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    def check(self) -> None:
+        """Raise a clear error for sizes no model can be built with."""
+        for name in ("vocab_size", "context", "d_model", "num_heads", "num_layers"):
+            require_positive_int(name, getattr(self, name))
+        if self.d_ff is not None:
+            require_positive_int("d_ff", self.d_ff)
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        require_probability("dropout", self.dropout)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        for name in ("num_kv_heads", "window"):
+            if getattr(self, name) is not None:
+                require_positive_int(name, getattr(self, name))
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
+        if not isinstance(self.tie_weights, bool):
+            raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
+
+
+def gpt2_small_config() -> GPTConfig:
+    """GPT-2 small (Radford et al., 2019): 12 layers, 12 heads, d = 768, context 1,024,
+    50,257 tokens, learned positions, tied head: 124,439,808 parameters."""
+    return GPTConfig(vocab_size=50257, context=1024, d_model=768, num_heads=12, num_layers=12)
+
+
+class GPT(nn.Module):
+    """A decoder-only Transformer language model.
+
+    ``model(ids (B, T)) -> logits (B, T, V)``: the logits at position ``t`` score token
+    ``t + 1`` (each position sees tokens ``0 … t`` only). :meth:`loss` is the mean
+    next-token cross-entropy in nats per token.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        c = config
+        c.check()
+        self.config = c
+        self.token_embed = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, d)
+        if c.positions == "learned":
+            self.pos = LearnedPositionalEmbedding(c.context, c.d_model)
+        elif c.positions == "sinusoidal":
+            self.pos = SinusoidalPositionalEncoding(c.d_model, c.context)
+        else:  # rope, alibi: positions enter each attention layer, nothing is added here
+            self.pos = None
+        attention = {"num_kv_heads": c.num_kv_heads, "window": c.window,
+                     "position": c.positions if c.positions in ("rope", "alibi") else None}
+        self.dropout = nn.Dropout(c.dropout)
+        self.layers = nn.ModuleList(
+            EncoderLayer(c.d_model, c.num_heads, c.ffn_size, c.dropout, norm_first=True, activation=c.activation,
+                         **attention)
+            for _ in range(c.num_layers))
+        self.norm = LayerNorm(c.d_model)  # the final LayerNorm of a pre-norm stack
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)  # (V, d)
+        if c.tie_weights:
+            self.head.weight = self.token_embed.weight  # one matrix, two uses
+        self.use_cache = True
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """GPT-2's initialisation: N(0, 0.02) weights, zero biases, and the two projections
+        that write into the residual stream scaled by 1/sqrt(2N) (N layers, two sums each),
+        so the stream's variance does not grow with depth."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for layer in self.layers:
+            for proj in (layer.self_attn.out_proj, layer.ffn.linear2):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * self.config.num_layers))
+
+    # --- the forward pass ----------------------------------------------------------
+    def _check_ids(self, name: str, ids, offset: int = 0) -> None:
+        require_token_ids(name, ids, self.config.vocab_size, 2)
+        if ids.shape[1] == 0:
+            raise ValueError(f"{name} must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+        if offset + ids.shape[1] > self.config.context:
+            raise ValueError(f"{name} goes past the context of {self.config.context} tokens "
+                             f"({offset} cached + {ids.shape[1]} new); crop it to the last {self.config.context}")
+
+    def forward(self, ids: torch.Tensor, need_weights: bool = False, caches: list[dict] | None = None,
+                offset: int = 0) -> torch.Tensor:
+        """``ids (B, T)`` -> logits ``(B, T, V)``. With ``caches`` (one dict per layer) the
+        ``ids`` continue a text whose ``offset`` earlier tokens sit in the caches; their keys
+        and values are read from there and the new ones added."""
+        self._check_ids("ids", ids, offset)
+        require_int("offset", offset, minimum=0)
+        T = ids.shape[1]
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(f"caches must hold one dict per layer ({len(self.layers)}), got {len(caches)}")
+        # new token i (position offset + i) may attend to keys 0 … offset + i
+        mask = None if (caches is not None and T == 1) else causal_mask(offset + T, device=ids.device)[offset:]
+        if self.config.window is not None:
+            mask = None  # the attention adds its causal window itself (its cache keeps `window` keys)
+        x = self.token_embed(ids)  # (B, T, d)
+        x = self.dropout(x if self.pos is None else self.pos(x, offset))  # (B, T, d)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask, need_weights, None if caches is None else caches[i])  # (B, T, d)
+        return self.head(self.norm(x))  # (B, T, V)
+
+    def loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy in nats per token: ``-mean_t log p(targets_t | ids_≤t)``."""
+        logits = self(ids)  # (B, T, V)
+        if targets.shape != ids.shape:
+            raise ValueError(f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}")
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    @torch.no_grad()
+    def attention_maps(self, ids: torch.Tensor) -> torch.Tensor:
+        """The attention weights of every layer and head: ``(L, B, H, T, T)``."""
+        self(ids, need_weights=True)
+        return torch.stack([layer.attn_weights for layer in self.layers])
+
+    def num_parameters(self, count_tied_twice: bool = False) -> int:
+        """The number of parameters: each stored number once (the tied head is the embedding),
+        or with ``count_tied_twice`` as if the head were a matrix of its own (+ ``V · d``)."""
+        n = sum(p.numel() for p in self.parameters())  # parameters() yields a shared tensor once
+        if count_tied_twice and self.config.tie_weights:
+            n += self.head.weight.numel()
+        return n
+
+    # --- generation: the decoder protocol ------------------------------------------
+    def start(self, prefix: torch.Tensor | None = None, batch_size: int = 1) -> dict:
+        """The decoding state after reading ``prefix (B, T0)`` (``None``: an empty text of
+        ``batch_size`` rows). With the cache the prefix is read once, into the caches."""
+        if prefix is None:
+            device = self.token_embed.weight.device
+            prefix = torch.zeros(require_positive_int("batch_size", batch_size), 0, dtype=torch.long, device=device)
+        require_token_ids("prefix", prefix, self.config.vocab_size, 2)
+        state = {"t": prefix.shape[1], "batch": prefix.shape[0]}
+        if self.use_cache:
+            state["caches"] = [{} for _ in self.layers]
+            if prefix.shape[1]:
+                self(prefix, caches=state["caches"])
+        else:
+            state["tokens"] = prefix
+        return state
+
+    def step(self, prev: torch.Tensor, state: dict):
+        """One token: ``prev (B,)`` -> ``(logits (B, V) for the token after it, new state)``."""
+        require_token_ids("prev", prev, self.config.vocab_size, 1)
+        if prev.shape[0] != state["batch"]:
+            raise ValueError(f"prev must hold one token per sequence: shape ({state['batch']},), got {tuple(prev.shape)}")
+        t = state["t"]
+        if "caches" in state:  # only the new token runs; the caches hold the keys/values of the rest
+            caches = [dict(c) for c in state["caches"]]  # shallow copies: the old state stays valid
+            logits = self(prev[:, None], caches=caches, offset=t)[:, -1]  # (B, V)
+            return logits, {**state, "caches": caches, "t": t + 1}
+        tokens = torch.cat([state["tokens"], prev[:, None]], dim=1)  # (B, t + 1)
+        logits = self(tokens[:, -self.config.context:])[:, -1]  # (B, V) the whole text again
+        return logits, {**state, "tokens": tokens, "t": t + 1}
+
+    @torch.inference_mode()
+    def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None,
+                 generator: torch.Generator | None = None, use_cache: bool | None = None) -> torch.Tensor:
+        """Continue ``prompt (B, T0)`` (``T0 >= 1``) by ``max_new_tokens`` sampled tokens
+        (:func:`companion.decoding.sample_decode`; ``temperature=0``: greedy). Returns
+        ``(B, T0 + max_new_tokens)``. With the cache the whole text must fit the context."""
+        from ..decoding import sample_decode  # decoding sits above the models
+
+        require_token_ids("prompt", prompt, self.config.vocab_size, 2)
+        if prompt.shape[1] == 0:
+            raise ValueError("prompt must hold at least one token per sequence (use a newline for 'nothing')")
+        require_positive_int("max_new_tokens", max_new_tokens)
+        before, self.use_cache = self.use_cache, self.use_cache if use_cache is None else use_cache
+        try:
+            if self.use_cache and prompt.shape[1] + max_new_tokens - 1 > self.config.context:
+                raise ValueError(f"prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
+                                 f"context of {self.config.context} tokens; generate without the cache to crop")
+            was_training = self.training
+            self.eval()
+            state = self.start(prompt[:, :-1])
+            new = sample_decode(self.step, state, prompt[:, -1], max_new_tokens, temperature=temperature,
+                                top_k=top_k, top_p=top_p, generator=generator)  # (B, max_new_tokens)
+            self.train(was_training)
+        finally:
+            self.use_cache = before
+        return torch.cat([prompt, new], dim=1)
+
+
+def kv_cache_bytes(caches: list[dict]) -> int:
+    """Bytes held by the keys and values of a decoding state's caches (one dict per layer)."""
+    return sum(c[name].numel() * c[name].element_size() for c in caches for name in ("k", "v") if name in c)
+
+
+def kv_cache_size(config: GPTConfig, tokens: int, bytes_per_number: int = 4, batch_size: int = 1) -> int:
+    """The cache's size by formula: ``2 × layers × heads × head size × tokens × bytes per number``
+    (keys and values, every layer, every head), times the batch."""
+    require_positive_int("tokens", tokens)
+    require_positive_int("bytes_per_number", bytes_per_number)
+    require_positive_int("batch_size", batch_size)
+    c = config
+    kv_heads = c.num_heads if c.num_kv_heads is None else c.num_kv_heads  # chapter 11: GQA keeps fewer
+    return cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_number, batch_size)

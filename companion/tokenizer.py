@@ -1,0 +1,238 @@
+"""Tokenizers for chapter 10: characters, and byte-level BPE trained from scratch.
+
+A tokenizer turns text into integer ids and back. Two are here:
+
+* :class:`CharTokenizer`: one id per distinct character of a text (65 for tiny Shakespeare).
+* :class:`BPETokenizer`: byte-level **byte-pair encoding** (Sennrich et al., 2016; GPT-2's
+  byte-level form). Start from the UTF-8 bytes (ids 0–255), then repeat::
+
+      (a, b) = the most frequent pair of neighbouring ids     (ties: the smallest (a, b))
+      replace every (a, b), left to right, by a new id 256 + i
+
+  The merges are kept **in order**; encoding new text applies them in the same order, and
+  decoding joins the bytes of each id. Because everything is bytes, any Unicode string
+  (Chinese, emoji) round-trips: ``decode(encode(s)) == s``.
+
+Pair counting is vectorised: the ids are a numpy array, each pair ``(a, b)`` becomes the one
+number ``a · V + b``, and ``np.bincount`` counts them all at once (:func:`pair_counts`).
+:func:`merge_pair` is one merge step, also on whole arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ._validate import require_int
+
+BYTE_VOCAB = 256  #: ids 0–255 are the bytes themselves
+
+
+def _require_text(name: str, text) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    return text
+
+
+def _as_id_array(name: str, ids) -> np.ndarray:
+    """``ids`` (a sequence of ints, a numpy array or a torch tensor) as a 1-D int64 array."""
+    if hasattr(ids, "detach"):  # a torch tensor
+        ids = ids.detach().cpu().numpy()
+    arr = np.asarray(ids)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one sequence of ids), got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer ids, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+class CharTokenizer:
+    """One id per character: ``chars[i]`` has id ``i`` (the characters sorted).
+
+    ``CharTokenizer.from_text(text)`` takes the distinct characters of ``text``. Encoding a
+    character that is not in the vocabulary raises an error naming it.
+    """
+
+    def __init__(self, chars: Iterable[str]):
+        chars = list(chars)
+        for c in chars:
+            if not isinstance(c, str) or len(c) != 1:
+                raise TypeError(f"chars must be single characters, got {c!r}")
+        if len(set(chars)) != len(chars):
+            raise ValueError("chars must be distinct")
+        if not chars:
+            raise ValueError("chars must hold at least one character")
+        self.chars = sorted(chars)
+        self.index = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        """The tokenizer whose vocabulary is the distinct characters of ``text``."""
+        return cls(set(_require_text("text", text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        """``text`` -> ids, one per character."""
+        _require_text("text", text)
+        try:
+            return [self.index[c] for c in text]
+        except KeyError as err:
+            raise ValueError(f"character {err.args[0]!r} is not in this tokenizer's vocabulary of "
+                             f"{self.vocab_size} characters") from None
+
+    def decode(self, ids) -> str:
+        """ids -> text."""
+        arr = _as_id_array("ids", ids)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        return "".join(self.chars[i] for i in arr.tolist())
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def text_to_bytes(text: str) -> np.ndarray:
+    """The UTF-8 bytes of ``text`` as ids 0–255 (int64): where byte-level BPE starts."""
+    return np.frombuffer(_require_text("text", text).encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+
+def pair_counts(ids, vocab_size: int) -> np.ndarray:
+    """How often each pair of neighbours ``(a, b)`` occurs in ``ids``, counted in one pass:
+    ``counts[a · V + b]`` for ``V = vocab_size`` (a flat array of ``V²`` counts).
+
+    Overlapping pairs are all counted (``a a a`` holds ``(a, a)`` twice), as minbpe does."""
+    require_int("vocab_size", vocab_size, minimum=1)
+    arr = _as_id_array("ids", ids)
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        raise ValueError(f"ids must be in [0, vocab_size={vocab_size}), got range [{arr.min()}, {arr.max()}]")
+    codes = arr[:-1] * vocab_size + arr[1:]  # (n - 1,) each pair as one number
+    return np.bincount(codes, minlength=vocab_size * vocab_size)  # (V²,)
+
+
+def most_frequent_pair(ids, vocab_size: int) -> tuple[tuple[int, int], int]:
+    """``((a, b), count)``: the most frequent pair of neighbours; ties go to the smallest
+    ``(a, b)`` (``np.argmax`` returns the first maximum of the flat counts)."""
+    counts = pair_counts(ids, vocab_size)
+    if counts.size == 0 or counts.max() == 0:
+        raise ValueError("ids hold fewer than two tokens: there is no pair to count")
+    best = int(counts.argmax())
+    return (best // vocab_size, best % vocab_size), int(counts[best])
+
+
+def merge_pair(ids, pair: tuple[int, int], new_id: int) -> np.ndarray:
+    """One merge step: every occurrence of ``pair = (a, b)`` in ``ids``, taken left to
+    right without overlap, becomes the one id ``new_id``. Returns a new int64 array.
+
+    ``a a a`` with the pair ``(a, a)`` becomes ``new a``: the first two merge, and the third
+    ``a`` has no partner left."""
+    arr = _as_id_array("ids", ids)
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        raise TypeError(f"pair must be a tuple (a, b) of two ids, got {pair!r}")
+    a, b = (_id_int(f"pair[{i}]", pair[i]) for i in (0, 1))
+    new_id = _id_int("new_id", new_id)
+    if arr.size < 2:
+        return arr.copy()
+    starts = np.flatnonzero((arr[:-1] == a) & (arr[1:] == b))  # where the pair begins
+    if a == b and starts.size > 1:
+        # a run of consecutive starts i, i+1, i+2, ... is a run of a's: merge every other one
+        new_run = np.ones(starts.size, dtype=bool)
+        new_run[1:] = np.diff(starts) != 1
+        run_first = np.flatnonzero(new_run)  # index (into starts) of each run's first start
+        offset = np.arange(starts.size) - run_first[np.cumsum(new_run) - 1]  # place within its run
+        starts = starts[offset % 2 == 0]
+    out = arr.copy()
+    out[starts] = new_id
+    keep = np.ones(arr.size, dtype=bool)
+    keep[starts + 1] = False  # the b of each merged pair goes
+    return out[keep]
+
+
+def _id_int(name: str, value) -> int:
+    """An id: a Python or numpy integer >= 0, as an int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int id, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+class BPETokenizer:
+    """Byte-level BPE: ``merges[i] = (a, b)`` made the id ``256 + i``; ``vocab[id]`` is its bytes.
+
+    Build it with :meth:`train`, or from a list of merges (e.g. saved from an earlier training).
+    """
+
+    def __init__(self, merges: Sequence[tuple[int, int]] = ()):
+        vocab = [bytes([i]) for i in range(BYTE_VOCAB)]
+        checked = []
+        for i, pair in enumerate(merges):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(f"merges[{i}] must be a pair (a, b) of ids, got {pair!r}")
+            a, b = int(pair[0]), int(pair[1])
+            if not (0 <= a < len(vocab) and 0 <= b < len(vocab)):
+                raise ValueError(f"merges[{i}] = {pair!r} uses an id not yet made (ids so far: 0..{len(vocab) - 1})")
+            vocab.append(vocab[a] + vocab[b])
+            checked.append((a, b))
+        self.merges: list[tuple[int, int]] = checked
+        self.vocab: list[bytes] = vocab
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int) -> BPETokenizer:
+        """Learn ``vocab_size - 256`` merges from ``text``, most frequent pair first.
+
+        Stops early (a smaller vocabulary) only when the text has been merged into one token."""
+        require_int("vocab_size", vocab_size, minimum=BYTE_VOCAB)
+        ids = text_to_bytes(text)  # (n,)
+        merges = []
+        for new_id in range(BYTE_VOCAB, vocab_size):
+            if ids.size < 2:
+                break
+            pair, _ = most_frequent_pair(ids, vocab_size)
+            ids = merge_pair(ids, pair, new_id)
+            merges.append(pair)
+        return cls(merges)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str) -> list[int]:
+        """``text`` -> ids: its UTF-8 bytes, then every merge applied in the order it was learned."""
+        ids = text_to_bytes(text)
+        for i, (a, b) in enumerate(self.merges):
+            if ids.size < 2:
+                break
+            if np.any((ids[:-1] == a) & (ids[1:] == b)):
+                ids = merge_pair(ids, (a, b), BYTE_VOCAB + i)
+        return ids.tolist()
+
+    def decode(self, ids) -> str:
+        """ids -> text: the bytes of each id joined, read as UTF-8. An id sequence that cuts a
+        character's bytes apart (possible when sampling) decodes to U+FFFD there."""
+        arr = _as_id_array("ids", ids)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        return b"".join(self.vocab[i] for i in arr.tolist()).decode("utf-8", errors="replace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a single id stands for."""
+        require_int("token_id", token_id, minimum=0)
+        if token_id >= self.vocab_size:
+            raise ValueError(f"token_id must be < vocab_size={self.vocab_size}, got {token_id}")
+        return self.vocab[token_id]
+
+    def bytes_per_token(self, text: str) -> float:
+        """The compression: UTF-8 bytes of ``text`` per token of its encoding."""
+        n = len(self.encode(text))
+        if n == 0:
+            raise ValueError("text is empty: no tokens to divide by")
+        return len(text.encode("utf-8")) / n
+
+    def __repr__(self) -> str:
+        return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
