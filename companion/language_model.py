@@ -8,7 +8,7 @@ shifted by one) the targets, so position ``t`` learns to predict token ``t + 1``
     inputs   w_0 w_1 … w_{T-1}
     targets  w_1 w_2 … w_T
 
-:func:`window_loss` turns a batch of start offsets into that loss, so chapter 4's training
+:func:`window_loss` turns a batch of start offsets into that loss, so the course's training
 loop (:func:`companion.train.train`) shuffles the offsets like any other examples. A loss in
 nats per *token* depends on the tokenizer; :func:`bits_per_character` turns it into bits per
 *character*, the unit that compares models with different tokenizers.

@@ -102,8 +102,9 @@ def test_without_cache_generation_crops_past_the_context():
     model = small()
     out = model.generate(torch.zeros(1, 1, dtype=torch.long), 40, temperature=0, use_cache=False)
     assert out.shape == (1, 41)
+    assert torch.equal(model.generate(torch.zeros(1, 1, dtype=torch.long), 40, temperature=0), out)  # falls back
     with pytest.raises(ValueError, match="past the context"):
-        model.generate(torch.zeros(1, 1, dtype=torch.long), 40, temperature=0)
+        model.generate(torch.zeros(1, 1, dtype=torch.long), 40, temperature=0, use_cache=True)
 
 
 def test_attention_maps_are_causal_rows_of_probabilities():

@@ -4,7 +4,7 @@ For every chapter with exercises, one autograde run (teaching/autograde.py, the 
 teaching guide documents) grades three submissions: the instructor notebook (full marks),
 the untouched student edition (zero on every graded cell) and two planted ones: in the first
 one answer is wrong and one raises, in the second one returns NaN and one loops forever,
-and every other answer is right; chapters 2, 5 and 7 have a third, with a wrong assembly in
+and every other answer is right; chapters 2, 5, 7 and 10 have a third, with a wrong assembly in
 the exercise that builds a training step or a layer (★★★). Each planted mistake costs exactly
 its own cell's points, the right answers keep theirs, and grading finishes.
 """
@@ -128,6 +128,14 @@ PLANTS = {
                   "    return model.step(bos_id, model.start(images))[0]  # an int as prev: raises\n"),
         "loop": ("capstone_predict", "predicted_memory_shape = (5, 64, 32)\nwhile True:\n    pass\n"),
     },
+    "10_language_model": {
+        "wrong": ("lm_targets", "def shift_targets(ids, pad_id):\n    return ids[:, 1:], ids[:, :-1]  # swapped\n"),
+        "nan": ("lm_bits", "def bits_per_char(nats_per_token, n_tokens, n_chars):\n    return float('nan')\n"),
+        "raise": ("lm_merge", "def bpe_merge(ids, pair, new_id):\n    return ids[pair]  # a tuple as a list index: TypeError\n"),
+        "loop": ("lm_sampling", "def sampling_probs(logits, temperature, k):\n    while True:\n        pass\n"),
+        "build": _from_solution("10_language_model", "lm_gpt", "x = x + layer.ffn(layer.norm2(x))",
+                                "x = layer.ffn(layer.norm2(x))  # no residual around the FFN"),
+    },
     "11_positions_and_memory": {
         "wrong": ("rope_apply", "def my_rope(x, positions, base=10000.0):\n    d = x.shape[-1]\n"
                   "    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
@@ -209,10 +217,10 @@ def test_exercise_format(chapter):
 # --- autograding, end to end ----------------------------------------------------------------
 
 # Two planted submissions per chapter, so that each has right answers next to its mistakes, and
-# a third for the chapters with a "build" plant (chapters 2, 5 and 7).
+# a third for the chapters with a "build" plant (chapters 2, 5, 7 and 10).
 PLANTED = {"planted-a": ("wrong", "raise"), "planted-b": ("nan", "loop"), "planted-c": ("build",)}
 KINDS = ("wrong", "raise", "nan", "loop")  # every chapter plants these
-BUILD_CHAPTERS = ("02_seq2seq_attention", "05_multihead_attention", "07_transformer")
+BUILD_CHAPTERS = ("02_seq2seq_attention", "05_multihead_attention", "07_transformer", "10_language_model")
 
 
 def planted_kinds(chapter, who):
@@ -266,7 +274,8 @@ def test_every_part_of_the_book_has_an_exercise_that_builds():
     has a graded exercise rated ★★★ that assembles a model or a training step, and every
     exercise carries its difficulty, one to three stars."""
     parts = {"02_seq2seq_attention": ("01", "02"), "05_multihead_attention": ("03", "04", "05", "06"),
-             "07_transformer": ("07", "08"), "09_capstone_captioning": ("09",)}
+             "07_transformer": ("07", "08"), "09_capstone_captioning": ("09",),
+             "10_language_model": ("10", "11", "12")}
     for part in parts.values():
         built = [ch for ch in CHAPTERS if ch[:2] in part and any(
             "(★★★, " in source(c) and "points)" in source(c) for c in cells(ch))]

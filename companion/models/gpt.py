@@ -227,26 +227,32 @@ class GPT(nn.Module):
                  generator: torch.Generator | None = None, use_cache: bool | None = None) -> torch.Tensor:
         """Continue ``prompt (B, T0)`` (``T0 >= 1``) by ``max_new_tokens`` sampled tokens
         (:func:`companion.decoding.sample_decode`; ``temperature=0``: greedy). Returns
-        ``(B, T0 + max_new_tokens)``. With the cache the whole text must fit the context."""
+        ``(B, T0 + max_new_tokens)``.
+
+        ``use_cache=True``: the KV cache (the whole text must fit the context);
+        ``False``: every step reads the last ``context`` tokens again; ``None`` (default):
+        the model's ``use_cache`` when the text fits the context, otherwise without the cache."""
         from ..decoding import sample_decode  # decoding sits above the models
 
         require_token_ids("prompt", prompt, self.config.vocab_size, 2)
         if prompt.shape[1] == 0:
             raise ValueError("prompt must hold at least one token per sequence (use a newline for 'nothing')")
         require_positive_int("max_new_tokens", max_new_tokens)
-        before, self.use_cache = self.use_cache, self.use_cache if use_cache is None else use_cache
+        fits = prompt.shape[1] + max_new_tokens - 1 <= self.config.context
+        if use_cache and not fits:
+            raise ValueError(f"prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
+                             f"context of {self.config.context} tokens; generate without the cache to crop")
+        before = self.use_cache
+        self.use_cache = (before and fits) if use_cache is None else use_cache
+        was_training = self.training
+        self.eval()
         try:
-            if self.use_cache and prompt.shape[1] + max_new_tokens - 1 > self.config.context:
-                raise ValueError(f"prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
-                                 f"context of {self.config.context} tokens; generate without the cache to crop")
-            was_training = self.training
-            self.eval()
             state = self.start(prompt[:, :-1])
             new = sample_decode(self.step, state, prompt[:, -1], max_new_tokens, temperature=temperature,
                                 top_k=top_k, top_p=top_p, generator=generator)  # (B, max_new_tokens)
-            self.train(was_training)
         finally:
             self.use_cache = before
+            self.train(was_training)
         return torch.cat([prompt, new], dim=1)
 
 
