@@ -26,7 +26,7 @@ import numpy as np
 
 from ._validate import require_int
 
-BYTE_VOCAB = 256  #: ids 0–255 are the bytes themselves
+BYTE_VOCAB = 256  # ids 0–255 are the bytes themselves
 
 
 def _require_text(name: str, text) -> str:

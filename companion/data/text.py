@@ -8,6 +8,8 @@ no download. :func:`shakespeare_split` cuts it by a fixed rule, the one nanoGPT 
     held_out = text[int(0.9 · n) :]      the last 10 %, never trained on
 
 so a held-out loss here is comparable with nanoGPT's validation loss on the same text.
+``SHAKESPEARE_SHA256`` is the SHA-256 of the uncompressed text, ``SHAKESPEARE_CHARS`` its
+length and ``TRAIN_FRACTION`` the 0.9 of the rule.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from pathlib import Path
 from .._validate import require_number
 
 SHAKESPEARE_FILE = Path(__file__).with_name("tinyshakespeare.txt.gz")
-#: SHA-256 of the uncompressed text (``data/tinyshakespeare/input.txt`` of karpathy/char-rnn).
+# SHA-256 of the uncompressed text (``data/tinyshakespeare/input.txt`` of karpathy/char-rnn).
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-#: Its length in characters (= bytes: the text is ASCII).
+# Its length in characters, which is also its length in bytes (the text is ASCII).
 SHAKESPEARE_CHARS = 1_115_394
-#: The share of the text used for training; the rest is held out.
+# The share of the text used for training; the rest is held out.
 TRAIN_FRACTION = 0.9
 
 _text_memo: dict[str, str] = {}
@@ -48,7 +50,7 @@ def load_shakespeare() -> str:
 
 
 def text_sha256(text: str) -> str:
-    """SHA-256 (hex) of ``text`` encoded as UTF-8: compare with :data:`SHAKESPEARE_SHA256`."""
+    """SHA-256 (hex) of ``text`` encoded as UTF-8: compare with ``SHAKESPEARE_SHA256``."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -85,7 +85,7 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # (..., d)
 
 
-#: The FFN's nonlinearity by name: ReLU (the 2017 paper) or GELU (GPT, BERT, chapter 10).
+# The FFN's nonlinearity by name, ReLU (the 2017 paper) or GELU (GPT, BERT, chapter 10).
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
