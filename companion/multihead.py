@@ -19,13 +19,39 @@ weights copy across and the two modules can be compared number for number.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from ._validate import require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
-from .attention import _attention_with_weights, check_attention_shapes
+from .attention import _attention_with_weights, _masked_softmax, check_attention_shapes
+from .masks import to_additive
+from .positional import alibi_slopes, apply_rope, frequencies, relative_alibi_bias
+
+
+def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """Grouped-query attention's sharing: ``(B, H_kv, N, D_H) -> (B, H_kv · groups, N, D_H)``,
+    each key/value head repeated for the ``groups`` consecutive query heads it serves
+    (query head ``h`` uses key/value head ``h // groups``, as torch's ``enable_gqa``)."""
+    if groups == 1:
+        return x
+    return x.repeat_interleave(groups, dim=1)  # (B, H, N, D_H)
+
+
+def _attention_with_bias(q, k, v, bias, mask, dropout_p: float, fused: bool):
+    """Attention with a float ``bias (H, N_q, N_k)`` added to the scores (ALiBi):
+    ``softmax(QKᵀ/√d + bias) V``, blocked keys (``mask`` False) at ``-inf``.
+    Returns ``(heads, weights or None)``."""
+    if fused:
+        additive = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive, dropout_p=dropout_p), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias  # (B, H, N_q, N_k)
+    weights = _masked_softmax(scores, mask)  # (B, H, N_q, N_k)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -58,9 +84,27 @@ class MultiHeadAttention(nn.Module):
     token instead of ``t``; in cross-attention (``key``/``value`` given) they are projected
     at the first call and reused afterwards. ``mask`` then covers all keys, cached ones
     included.
+
+    **Today's options** (chapter 11), each off by default:
+
+    - ``num_kv_heads``: grouped-query attention (GQA). Only ``H_kv`` key/value heads, each
+      shared by ``H / H_kv`` query heads; ``num_kv_heads=1`` is multi-query attention (MQA),
+      ``num_kv_heads=num_heads`` the full module. The cache keeps ``H_kv`` heads.
+    - ``position="rope"``: rotate each head's queries and keys by their positions
+      (:func:`companion.positional.apply_rope`, base ``rope_base``) before the scores.
+    - ``position="alibi"``: add the ALiBi bias ``-m_h |i - j|`` to head ``h``'s scores
+      (:func:`companion.positional.relative_alibi_bias`).
+    - ``window``: sliding-window attention. Query ``t`` may attend to keys ``t - window + 1 … t``
+      (the module adds this causal band to ``mask``), and the cache rolls: it keeps only the
+      last ``window`` keys and values, so its memory stops growing with the length.
+
+    The three options are for self-attention; the cache also counts the tokens seen
+    (``cache["position"]``), the position of the next token.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, fused: bool = True):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, fused: bool = True,
+                 num_kv_heads: int | None = None, position: str | None = None, rope_base: float = 10000.0,
+                 window: int | None = None):
         super().__init__()
         require_positive_int("d_model", d_model)
         require_positive_int("num_heads", num_heads)
@@ -75,8 +119,22 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = d_model // num_heads
         self.dropout = dropout
         self.fused = fused
-        # W^Q, W^K, W^V stacked: [D × 3 H D_H] (stored transposed, as nn.Linear does)
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.num_kv_heads = num_heads if num_kv_heads is None else require_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % self.num_kv_heads != 0:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: "
+                             "each key/value head serves the same number of query heads")
+        if position not in (None, "rope", "alibi"):
+            raise ValueError(f"position must be None, 'rope' or 'alibi', got {position!r}")
+        self.position = position
+        self.rope_base = rope_base
+        if position == "rope":
+            frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base
+        self.window = None if window is None else require_positive_int("window", window)
+        if position == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
+        kv_dim = self.num_kv_heads * self.head_dim
+        # W^Q, W^K, W^V stacked: [D × (H + 2 H_kv) D_H] (stored transposed, as nn.Linear does)
+        self.in_proj = nn.Linear(d_model, d_model + 2 * kv_dim, bias=bias)
         # W^O: [H D_H × D]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
@@ -85,21 +143,22 @@ class MultiHeadAttention(nn.Module):
 
         The one place where ``W^Q, W^K, W^V`` are split; ``key``/``value`` may be ``None``
         (then ``None`` comes back for them: only ``Q`` is computed)."""
+        sizes = [self.d_model, self.num_kv_heads * self.head_dim, self.num_kv_heads * self.head_dim]
         if query is key and key is value:
-            # Self-attention: one [N × D][D × 3D] matmul, then split in three.
-            qkv = self.in_proj(query)  # (B, N, 3D)
-            return qkv.chunk(3, dim=-1)  # 3 × (B, N, D)
-        w_q, w_k, w_v = self.in_proj.weight.chunk(3, dim=0)  # 3 × (D, D)
+            # Self-attention: one [N × D][D × (H + 2 H_kv) D_H] matmul, then split in three.
+            qkv = self.in_proj(query)  # (B, N, D + 2 H_kv D_H)
+            return qkv.split(sizes, dim=-1)  # (B, N, D), 2 × (B, N, H_kv D_H)
+        w_q, w_k, w_v = self.in_proj.weight.split(sizes, dim=0)  # (D, D), 2 × (H_kv D_H, D)
         b_q = b_k = b_v = None
         if self.in_proj.bias is not None:
-            b_q, b_k, b_v = self.in_proj.bias.chunk(3)
+            b_q, b_k, b_v = self.in_proj.bias.split(sizes)
         k = None if key is None else F.linear(key, w_k, b_k)
         v = None if value is None else F.linear(value, w_v, b_v)
         return F.linear(query, w_q, b_q), k, v
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, N, H·D_H) -> (B, H, N, D_H)``."""
-        return rearrange(x, "b n (h d) -> b h n d", h=self.num_heads)
+        """``(B, N, H·D_H) -> (B, H, N, D_H)`` (``H_kv`` heads for keys and values)."""
+        return rearrange(x, "b n (h d) -> b h n d", d=self.head_dim)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, H, N, D_H) -> (B, N, H·D_H)``: concatenate the heads."""
@@ -117,17 +176,33 @@ class MultiHeadAttention(nn.Module):
         if cache is None:
             q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
             q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
+            q_pos = k_pos = torch.arange(query.shape[1], device=query.device)  # (N,)
+            if self.position == "rope":
+                q, k = apply_rope(q, q_pos, self.rope_base), apply_rope(k, k_pos, self.rope_base)
         else:
-            q, k, v = self._project_with_cache(query, key, value, cache, self_attention)  # 3 × (B, H, N, D_H)
+            q, k, v, q_pos, k_pos = self._project_with_cache(query, key, value, cache, self_attention)
 
+        # Grouped-query attention: each key/value head serves H / H_kv query heads.
+        groups = self.num_heads // self.num_kv_heads
+        k, v = repeat_kv_heads(k, groups), repeat_kv_heads(v, groups)  # 2 × (B, H, N_k, D_H)
+        if self.window is not None:
+            # Sliding window: query at p sees the keys at p - window + 1 … p.
+            behind = q_pos[:, None] - k_pos[None, :]  # (N_q, N_k)
+            band = (behind >= 0) & (behind < self.window)  # (N_q, N_k)
+            mask = band if mask is None else mask & band
         dropout_p = self.dropout if self.training else 0.0
         fused = self.fused and not need_weights
-        is_causal = causal and fused and mask is None and q.shape[2] == k.shape[2]
+        # causal=True: the fused kernel skips the upper triangle itself when nothing else masks
+        # (no mask, no window, no ALiBi bias, as many queries as keys); else a mask tensor.
+        is_causal = causal and fused and mask is None and self.position != "alibi" and q.shape[2] == k.shape[2]
         if causal and not is_causal:  # the explicit path, a mask beside it, or a cache: a tensor
             n_q, n_k = q.shape[2], k.shape[2]
             causal_part = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)  # (N_q, N_k)
             mask = causal_part if mask is None else mask & causal_part
-        if fused:
+        if self.position == "alibi":
+            bias = relative_alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, N_q, N_k)
+            heads, weights = _attention_with_bias(q, k, v, bias, mask, dropout_p, fused)
+        elif fused:
             # Steps 2 + 3 in one fused kernel; the (N_q × N_k) weights are never stored.
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                    is_causal=is_causal)  # (B, H, N_q, D_H)
@@ -146,14 +221,23 @@ class MultiHeadAttention(nn.Module):
         at the first call, reuse them afterwards. Returns ``q, k, v (B, H, N, D_H)``."""
         if not self_attention and "k" in cache:
             q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
-            return q, cache["k"], cache["v"]
+            return q, cache["k"], cache["v"], None, None
         q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
-        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, N, D_H), 2 × (B, H_kv, N, D_H)
+        start = cache.get("position", cache["k"].shape[2] if "k" in cache else 0)  # position of the first new token
+        q_pos = torch.arange(start, start + query.shape[1], device=query.device)  # (N_q,)
+        if self.position == "rope":
+            # Rotate before caching: a cached key keeps the angle of its own position.
+            q, k = apply_rope(q, q_pos, self.rope_base), apply_rope(k, q_pos, self.rope_base)
         if self_attention and "k" in cache:
-            k = torch.cat([cache["k"], k], dim=2)  # (B, H, t, D_H): earlier tokens, then the new ones
+            k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)
-        cache["k"], cache["v"] = k, v
-        return q, k, v
+        k_pos = torch.arange(start + query.shape[1] - k.shape[2], start + query.shape[1], device=query.device)  # (N_k,)
+        keep = k.shape[2] if self.window is None else min(self.window, k.shape[2])
+        cache["k"], cache["v"] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]  # the rolling cache
+        if self_attention:
+            cache["position"] = start + query.shape[1]
+        return q, k, v, q_pos, k_pos
 
     def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True, causal: bool = False):
         if not isinstance(causal, bool):
@@ -179,6 +263,9 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and not isinstance(cache, dict):
             raise TypeError(f"cache must be a dict (this module keeps its keys and values in it), "
                             f"got {type(cache).__name__}")
+        if not self_attention and (self.position is not None or self.window is not None):
+            raise ValueError(f"position={self.position!r} and window={self.window!r} are for self-attention "
+                             "(key=None): the keys' positions are those of the queries")
         cached = cache["k"].shape[2] if cache is not None and self_attention and "k" in cache else 0
         B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1] + cached
         q_shape = (B, self.num_heads, Nq, self.head_dim)  # the heads' shapes
@@ -194,6 +281,9 @@ class MultiHeadAttention(nn.Module):
                 f"size mismatch: this module has d_model={self.d_model}, num_heads={self.num_heads}; "
                 f"torch's has embed_dim={torch_mha.embed_dim}, num_heads={torch_mha.num_heads}"
             )
+        if self.num_kv_heads != self.num_heads:
+            raise ValueError(f"this module has num_kv_heads={self.num_kv_heads} < num_heads={self.num_heads}: "
+                             "torch's MultiheadAttention has one key/value head per query head")
         if torch_mha.in_proj_weight is None:
             raise ValueError("torch_mha uses separate q/k/v sizes (kdim/vdim); only the shared layout is supported")
         with torch.no_grad():

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ._validate import require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
+from .masks import causal_mask, to_additive
 
 
 def _check_d_model_and_base(d_model: int, base: float) -> None:
@@ -210,3 +211,118 @@ class LearnedPositionalEmbedding(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.weight.shape[1]:
             raise ValueError(f"expected x of shape (B, N, {self.weight.shape[1]}), got {tuple(x.shape)}")
         return x + self.positions(x.shape[1], offset)  # (B, N, d_model)
+
+
+# ---------------------------------------------------------------------------------------
+# Rotary position embedding (RoPE, Su et al. 2021): chapter 6's rotation applied to q and k.
+#
+# Pair i of a query (dimensions 2i, 2i+1) at position m is turned by the angle m·ω_i:
+#
+#     [q'_2i  ]   [cos mω_i  -sin mω_i] [q_2i  ]
+#     [q'_2i+1] = [sin mω_i   cos mω_i] [q_2i+1],     ω_i = base^(-2i/d).
+#
+# A rotation keeps lengths, and R(m)ᵀ R(n) = R(n - m), so q'_m · k'_n = q_m · R(n - m) k_n
+# depends on the positions only through n - m.
+# ---------------------------------------------------------------------------------------
+
+
+def _rope_angles(x: torch.Tensor, positions, base: float) -> torch.Tensor:
+    """The angles ``positions[t] · ω_i`` (float64) for a ``(..., N, d)`` tensor."""
+    require_float("x", x)
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (..., length, dim), got {tuple(x.shape)}")
+    n, d = x.shape[-2], x.shape[-1]
+    if d % 2 != 0:
+        raise ValueError(f"RoPE rotates pairs of dimensions: the last dimension must be even, got {tuple(x.shape)}")
+    if positions is None:
+        positions = torch.arange(n)
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.dim() != 1 or positions.shape[0] != n:
+        raise ValueError(f"positions must be 1-D with one position per token ({n}), got shape "
+                         f"{tuple(positions.shape)}")
+    if positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be real numbers, got dtype {positions.dtype}")
+    omega = frequencies(d, base).to(x.device)  # (d/2,)
+    return positions.double()[:, None] * omega[None, :]  # (N, d/2)
+
+
+def apply_rope(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
+    """RoPE, real form: rotate pair ``i`` of the token at position ``m`` by ``m · ω_i``.
+
+    ``x (..., N, d)``; ``positions`` ``(N,)`` (default ``0 … N-1``). For each pair::
+
+        x'_2i   = x_2i cos(mω_i) - x_2i+1 sin(mω_i)
+        x'_2i+1 = x_2i sin(mω_i) + x_2i+1 cos(mω_i)
+
+    Returns a tensor of the shape and dtype of ``x``.
+    """
+    angles = _rope_angles(x, positions, base)  # (N, d/2)
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)  # (N, d/2) each
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each
+    out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., N, d/2, 2)
+    return out.flatten(-2)  # (..., N, d)
+
+
+def apply_rope_complex(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
+    """RoPE, complex form: pair ``i`` is the complex number ``z_i = x_2i + i·x_2i+1``, and
+    position ``m`` multiplies it by ``e^{i m ω_i}``. Equal to :func:`apply_rope`."""
+    angles = _rope_angles(x, positions, base)  # (N, d/2)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())  # (..., N, d/2)
+    turned = z * torch.polar(torch.ones_like(angles), angles)  # (..., N, d/2)
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (..., N, d)
+
+
+# ---------------------------------------------------------------------------------------
+# ALiBi (Press et al., 2022): no position vector at all, a linear penalty on the scores.
+# ---------------------------------------------------------------------------------------
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """The ALiBi slope of each head, shape ``(num_heads,)``, float64.
+
+    For ``H`` a power of two, head ``h = 1 … H`` has slope ``m_h = 2^(-8h/H)`` (a geometric
+    sequence from ``2^(-8/H)`` down to ``2^(-8)``). Otherwise (the rule of Press et al.'s
+    code): the ``2^⌊log2 H⌋`` slopes of the nearest smaller power of two, then every other
+    slope of the next power of two, for the remaining heads.
+    """
+    require_positive_int("num_heads", num_heads)
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    if num_heads & (num_heads - 1) == 0:
+        return torch.tensor(power_of_two(num_heads), dtype=torch.float64)
+    closest = 2 ** math.floor(math.log2(num_heads))
+    extra = alibi_slopes(2 * closest)[0::2][: num_heads - closest]
+    return torch.cat([torch.tensor(power_of_two(closest), dtype=torch.float64), extra])
+
+
+def alibi_bias(num_heads: int, length: int) -> torch.Tensor:
+    """The ALiBi bias ``B[h, i, j] = -m_h · |i - j|`` added to the scores, ``(H, N, N)`` float32.
+
+    A key ``d`` tokens away costs head ``h`` the score ``m_h · d``: far keys are damped,
+    more strongly in the heads with steep slopes. See :func:`alibi_mask` for the causal form.
+    """
+    require_positive_int("length", length)
+    t = torch.arange(length)
+    return relative_alibi_bias(alibi_slopes(num_heads), t, t).float()  # (H, N, N)
+
+
+def relative_alibi_bias(slopes: torch.Tensor, query_positions: torch.Tensor,
+                        key_positions: torch.Tensor) -> torch.Tensor:
+    """``-m_h · |p_i - p_j|`` for queries at ``query_positions (N_q,)`` and keys at
+    ``key_positions (N_k,)``: shape ``(H, N_q, N_k)``, the dtype of ``slopes``.
+
+    The form a decoder needs when its keys come from a cache (positions ``t - N_k + 1 … t``).
+    """
+    distance = (query_positions[:, None] - key_positions[None, :]).abs()  # (N_q, N_k)
+    return -slopes[:, None, None] * distance.to(slopes.dtype)  # (H, N_q, N_k)
+
+
+def alibi_mask(num_heads: int, length: int) -> torch.Tensor:
+    """ALiBi for a decoder as one additive mask (chapter 4's form): ``-m_h · (i - j)`` where
+    ``j <= i`` and ``-inf`` on the future keys. Shape ``(H, N, N)``, float32.
+
+    ``softmax(QKᵀ/√d + alibi_mask)`` is causal attention with the ALiBi penalty.
+    """
+    return alibi_bias(num_heads, length) + to_additive(causal_mask(length))  # (H, N, N)

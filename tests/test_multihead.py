@@ -306,3 +306,152 @@ def test_inputs_are_checked_once_per_call(monkeypatch):
         assert len(counted) == 1
     with pytest.raises(TypeError, match="causal must be True or False, got Tensor"):
         mha(torch.randn(2, 5, 8), causal=causal_mask(5))
+
+
+# --- chapter 11: grouped-query attention, RoPE and ALiBi options, the sliding window -------
+
+import math  # noqa: E402
+
+import torch.nn.functional as F  # noqa: E402
+
+from companion.masks import local_window_mask  # noqa: E402
+from companion.multihead import repeat_kv_heads  # noqa: E402
+from companion.positional import alibi_mask, apply_rope  # noqa: E402
+
+
+def _heads(mha, x):
+    """q (B, H, N, D_H) and k, v (B, H_kv, N, D_H) of a self-attention call, by hand."""
+    D, Dkv = mha.d_model, mha.num_kv_heads * mha.head_dim
+    W, b = mha.in_proj.weight, mha.in_proj.bias
+    q = x @ W[:D].T + b[:D]
+    k = x @ W[D:D + Dkv].T + b[D:D + Dkv]
+    v = x @ W[D + Dkv:].T + b[D + Dkv:]
+    split = lambda t: t.unflatten(-1, (-1, mha.head_dim)).transpose(1, 2)  # noqa: E731
+    return split(q), split(k), split(v)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4, 8])
+@pytest.mark.parametrize("fused", [True, False])
+def test_grouped_query_attention_equals_torch_enable_gqa(kv_heads, fused):
+    mha = MultiHeadAttention(32, 8, num_kv_heads=kv_heads, fused=fused).eval()
+    assert mha.in_proj.weight.shape == (32 + 2 * kv_heads * 4, 32)
+    x = torch.randn(2, 9, 32)
+    q, k, v = _heads(mha, x)
+    assert k.shape == (2, kv_heads, 9, 4)
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(9), enable_gqa=True)
+    expected = mha.out_proj(heads.transpose(1, 2).flatten(2))
+    out, _ = mha(x, mask=causal_mask(9))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_all_kv_heads_is_the_full_module_and_torchs():
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    gqa = MultiHeadAttention(16, 4, num_kv_heads=4).load_from_torch(ref).eval()
+    full = MultiHeadAttention(16, 4).load_from_torch(ref).eval()
+    x = torch.randn(2, 7, 16)
+    torch.testing.assert_close(gqa(x, mask=causal_mask(7))[0], full(x, mask=causal_mask(7))[0])
+    expected, _ = ref(x, x, x, attn_mask=to_torch_attn_mask(causal_mask(7)), need_weights=False)
+    torch.testing.assert_close(gqa(x, mask=causal_mask(7))[0], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_query_heads_of_a_group_share_their_key_value_head():
+    x = torch.arange(2 * 3 * 5 * 4.0).reshape(2, 3, 5, 4)  # (B, H_kv=3, N, D_H)
+    r = repeat_kv_heads(x, 2)  # (B, 6, N, D_H)
+    assert r.shape == (2, 6, 5, 4)
+    for h in range(6):
+        torch.testing.assert_close(r[:, h], x[:, h // 2])  # torch's enable_gqa grouping
+
+
+def test_gqa_bad_sizes():
+    with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
+        MultiHeadAttention(16, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_kv_heads=2 < num_heads=4"):
+        MultiHeadAttention(16, 4, num_kv_heads=2).load_from_torch(torch.nn.MultiheadAttention(16, 4))
+    with pytest.raises(ValueError, match="position must be None, 'rope' or 'alibi'"):
+        MultiHeadAttention(16, 4, position="sinusoidal")
+    with pytest.raises(ValueError, match="for self-attention"):
+        x = torch.randn(1, 3, 16)
+        MultiHeadAttention(16, 4, position="rope")(x, x, x)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_rope_option_rotates_queries_and_keys_per_head(kv_heads):
+    mha = MultiHeadAttention(16, 4, num_kv_heads=kv_heads, position="rope").double().eval()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    q, k, v = _heads(mha, x)
+    q, k = apply_rope(q), apply_rope(k)
+    k, v = k.repeat_interleave(4 // kv_heads, 1), v.repeat_interleave(4 // kv_heads, 1)
+    A = torch.softmax((q @ k.transpose(-1, -2) / 2).masked_fill(~causal_mask(12), -math.inf), -1)
+    expected = mha.out_proj((A @ v).transpose(1, 2).flatten(2))
+    torch.testing.assert_close(mha(x, mask=causal_mask(12))[0], expected)
+    mha.fused = False
+    torch.testing.assert_close(mha(x, mask=causal_mask(12))[0], expected)
+
+
+def test_rope_attention_is_shift_invariant_but_not_permutation_equivariant():
+    # Scores depend on n - m only: a causal RoPE model sees a sequence the same wherever it
+    # starts, so feeding the tokens at positions 5.. (through the cache's position) changes nothing.
+    mha = MultiHeadAttention(16, 4, position="rope").double().eval()
+    x = torch.randn(1, 8, 16, dtype=torch.float64)
+    plain, _ = mha(x, mask=causal_mask(8))
+    shifted, _ = mha(x, mask=causal_mask(8), cache={"position": 5})
+    torch.testing.assert_close(shifted, plain)
+    perm = torch.randperm(8)
+    while (perm == torch.arange(8)).all():
+        perm = torch.randperm(8)
+    assert not torch.allclose(mha(x[:, perm])[0], mha(x)[0][:, perm])
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_alibi_option_adds_the_bias_as_an_additive_mask(fused):
+    mha = MultiHeadAttention(16, 4, position="alibi", fused=fused).double().eval()
+    x = torch.randn(2, 10, 16, dtype=torch.float64)
+    q, k, v = _heads(mha, x)
+    A = torch.softmax(q @ k.transpose(-1, -2) / 2 + alibi_mask(4, 10).double(), -1)
+    expected = mha.out_proj((A @ v).transpose(1, 2).flatten(2))
+    torch.testing.assert_close(mha(x, mask=causal_mask(10))[0], expected)
+    out, w = mha(x, mask=causal_mask(10), need_weights=True)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(w, A)
+
+
+@pytest.mark.parametrize("position", [None, "rope", "alibi"])
+@pytest.mark.parametrize("kv_heads", [4, 1])
+def test_cached_decoding_equals_the_full_pass(position, kv_heads):
+    mha = MultiHeadAttention(16, 4, num_kv_heads=kv_heads, position=position).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    full, _ = mha(x, mask=causal_mask(9))
+    cache = {}
+    first, _ = mha(x[:, :4], mask=causal_mask(4), cache=cache)  # a prompt of 4, then one by one
+    steps = [first] + [mha(x[:, t:t + 1], cache=cache)[0] for t in range(4, 9)]
+    torch.testing.assert_close(torch.cat(steps, 1), full)
+    assert cache["k"].shape == (2, kv_heads, 9, 4) and cache["position"] == 9
+
+
+@pytest.mark.parametrize("position", [None, "rope", "alibi"])
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_sliding_window_equals_full_attention_under_chapter_3s_window(position, window):
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2, position=position, window=window).double().eval()
+    full = MultiHeadAttention(16, 4, num_kv_heads=2, position=position).double().eval()
+    full.load_state_dict(mha.state_dict())
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    band = causal_mask(12) & local_window_mask(12, window - 1)  # keys t - window + 1 … t
+    expected, _ = full(x, mask=band)
+    torch.testing.assert_close(mha(x)[0], expected)  # the window implies the band
+    torch.testing.assert_close(mha(x, mask=causal_mask(12))[0], expected)
+    # token by token with the rolling cache: the same outputs, a cache that stops growing
+    cache, outs, sizes = {}, [], []
+    for t in range(12):
+        outs.append(mha(x[:, t:t + 1], cache=cache)[0])
+        sizes.append(cache["k"].shape[2])
+    torch.testing.assert_close(torch.cat(outs, 1), expected)
+    assert sizes == [min(t + 1, window) for t in range(12)]
+    assert cache["position"] == 12
+
+
+def test_window_wider_than_the_sequence_is_full_causal_attention():
+    mha = MultiHeadAttention(16, 4, window=50).eval()
+    x = torch.randn(1, 10, 16)
+    full = MultiHeadAttention(16, 4).eval()
+    full.load_state_dict(mha.state_dict())
+    torch.testing.assert_close(mha(x)[0], full(x, mask=causal_mask(10))[0])

@@ -240,3 +240,129 @@ def test_learned_positions_add_their_rows_and_refuse_past_max_len():
     assert sum(p.numel() for p in pe.parameters()) == 32
     with pytest.raises(ValueError, match="past max_len=8"):
         pe(torch.zeros(1, 3, 4), offset=6)
+
+
+# --- RoPE and ALiBi (chapter 11) ---------------------------------------------------------
+
+
+from companion.masks import causal_mask, to_additive  # noqa: E402
+from companion.positional import (  # noqa: E402
+    alibi_bias,
+    alibi_mask,
+    alibi_slopes,
+    apply_rope,
+    apply_rope_complex,
+    relative_alibi_bias,
+)
+
+
+def _rope_reference(x, base=10000.0):
+    """RoPE from the paper's formula (Su et al., eq. 34): R^d_{Θ,m} x with
+    θ_i = base^(-2(i-1)/d), i = 1..d/2, written as an explicit block-diagonal matrix."""
+    n, d = x.shape[-2], x.shape[-1]
+    out = torch.empty_like(x, dtype=torch.float64)
+    for m in range(n):
+        R = torch.zeros(d, d, dtype=torch.float64)
+        for i in range(d // 2):
+            theta = base ** (-2 * i / d)
+            c, s = math.cos(m * theta), math.sin(m * theta)
+            R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = c, -s
+            R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = s, c
+        out[..., m, :] = x[..., m, :].double() @ R.T
+    return out
+
+
+def test_rope_equals_the_papers_rotation_matrix():
+    x = torch.randn(2, 3, 9, 8, dtype=torch.float64)
+    torch.testing.assert_close(apply_rope(x), _rope_reference(x))
+    torch.testing.assert_close(apply_rope(x, base=100.0), _rope_reference(x, base=100.0))
+
+
+def test_rope_equals_rotary_embedding_torch():
+    rotary = pytest.importorskip(
+        "rotary_embedding_torch",
+        reason="the independent RoPE reference: pip install rotary-embedding-torch (in the test extra)")
+    x = torch.randn(2, 4, 50, 16)
+    ref = rotary.RotaryEmbedding(dim=16).rotate_queries_or_keys(x)
+    torch.testing.assert_close(apply_rope(x), ref, atol=1e-5, rtol=1e-5)
+    ref_offset = rotary.RotaryEmbedding(dim=16).rotate_queries_or_keys(x, offset=7)
+    torch.testing.assert_close(apply_rope(x, torch.arange(7, 57)), ref_offset, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_complex_form_equals_real_form():
+    x = torch.randn(3, 40, 12, dtype=torch.float64)
+    positions = torch.arange(100, 140)
+    torch.testing.assert_close(apply_rope_complex(x, positions), apply_rope(x, positions))
+    x32 = x.float()
+    assert apply_rope_complex(x32).dtype == torch.float32
+    torch.testing.assert_close(apply_rope_complex(x32), apply_rope(x32), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_scores_depend_only_on_the_offset_for_every_offset():
+    # One query q and one key k placed at every position of a long sequence: the score
+    # q'_m · k'_n is a function of n - m alone, for every offset -(L-1) … L-1.
+    L, d = 256, 16
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    qs = apply_rope(q.expand(L, d).clone())  # (L, d): q at positions 0..L-1
+    ks = apply_rope(k.expand(L, d).clone())
+    scores = qs @ ks.T  # (L, L): scores[m, n]
+    for offset in range(-(L - 1), L):
+        diagonal = torch.diagonal(scores, offset)  # all (m, n) with n - m = offset
+        torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal), atol=1e-9, rtol=0)
+    # and at offset 0 the rotation leaves the dot product unchanged
+    torch.testing.assert_close(scores.diagonal(), (q @ k).expand(L))
+
+
+def test_rope_keeps_lengths_and_is_undone_by_the_opposite_rotation():
+    x = torch.randn(5, 10, 8, dtype=torch.float64)
+    p = torch.arange(10) * 3
+    torch.testing.assert_close(apply_rope(x, p).norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(apply_rope(apply_rope(x, p), -p), x)
+
+
+def test_rope_bad_input():
+    with pytest.raises(ValueError, match="even"):
+        apply_rope(torch.randn(4, 5))
+    with pytest.raises(ValueError, match="one position per token"):
+        apply_rope(torch.randn(4, 6), torch.arange(3))
+    with pytest.raises(TypeError, match="float"):
+        apply_rope(torch.ones(4, 6, dtype=torch.long))
+
+
+def _press_slopes(n):
+    """The slopes as Press et al.'s code writes them (github.com/ofirpress/attention_with_linear_biases)."""
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + _press_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("H", [1, 2, 3, 4, 5, 6, 8, 12, 16, 24])
+def test_alibi_slopes_follow_the_papers_rule(H):
+    torch.testing.assert_close(alibi_slopes(H), torch.tensor(_press_slopes(H), dtype=torch.float64))
+
+
+def test_alibi_slopes_for_eight_heads_are_halves():
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -h for h in range(1, 9)], dtype=torch.float64))
+    H = 16
+    torch.testing.assert_close(alibi_slopes(H), torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)],
+                                                             dtype=torch.float64))
+
+
+def test_alibi_bias_and_mask_by_hand():
+    B = alibi_bias(2, 3)
+    # head 1 slope 2^-4, head 2 slope 2^-8: B[h, i, j] = -m_h |i - j|
+    expected = torch.tensor([[0, 1, 2], [1, 0, 1], [2, 1, 0]], dtype=torch.float32)
+    torch.testing.assert_close(B, -torch.stack([expected / 16, expected / 256]))
+    M = alibi_mask(2, 3)
+    torch.testing.assert_close(M, B + to_additive(causal_mask(3)))
+    assert torch.isinf(M[:, 0, 1]).all() and (M[:, 1, 0] < 0).all()
+
+
+def test_relative_alibi_bias_of_a_cached_window_is_a_slice_of_the_full_one():
+    full = relative_alibi_bias(alibi_slopes(4), torch.arange(20), torch.arange(20))
+    part = relative_alibi_bias(alibi_slopes(4), torch.arange(15, 17), torch.arange(10, 17))
+    torch.testing.assert_close(part, full[:, 15:17, 10:17])

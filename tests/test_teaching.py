@@ -136,6 +136,17 @@ PLANTS = {
         "build": _from_solution("10_language_model", "lm_gpt", "x = x + layer.ffn(layer.norm2(x))",
                                 "x = layer.ffn(layer.norm2(x))  # no residual around the FFN"),
     },
+    "11_positions_and_memory": {
+        "wrong": ("rope_apply", "def my_rope(x, positions, base=10000.0):\n    d = x.shape[-1]\n"
+                  "    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+                  "    a = positions.double()[:, None] * omega\n    c, s = a.cos().to(x.dtype), a.sin().to(x.dtype)\n"
+                  "    e, o = x[..., 0::2], x[..., 1::2]\n"
+                  "    return torch.stack([e * c + o * s, -e * s + o * c], -1).flatten(-2)  # turned the other way\n"),
+        "nan": ("alibi_mask", "def my_alibi_mask(num_heads, n):\n    return torch.full((num_heads, n, n), float('nan'))\n"),
+        "raise": ("gqa_heads", "def gqa_attention(q, k, v, mask=None):\n"
+                  "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # 4 query heads, 2 key heads: raises\n"),
+        "loop": ("kv_cache", "predicted_cache_bytes = 4294967296\nwhile True:\n    pass\n"),
+    },
     "12_fast_attention": {
         "wrong": ("flash_skipped", "def skipped_tiles(n, block):\n    t = n // block\n"
                   "    return t * (t - 1) // 2  # floor: forgets the last, partial tile\n"),

@@ -145,11 +145,12 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
-                 activation: str = "relu"):
+                 activation: str = "relu", **attention):
         super().__init__()
         _check_norm_first(norm_first)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        # attention: chapter 11's options of MultiHeadAttention (num_kv_heads, position, window)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)  # on each sublayer's output, before the sum

@@ -29,11 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import require_int, require_positive_int, require_probability, require_token_ids
+from ..kv_cache import cache_bytes
 from ..masks import causal_mask
 from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
 
-POSITIONS = ("learned", "sinusoidal")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
 
 
 @dataclass
@@ -51,6 +52,8 @@ class GPTConfig:
     activation: str = "gelu"
     positions: str = "learned"
     tie_weights: bool = True
+    num_kv_heads: int | None = None  # chapter 11: grouped-query attention (None: one per head)
+    window: int | None = None  # chapter 11: sliding-window attention over the last `window` tokens
 
     @property
     def ffn_size(self) -> int:
@@ -73,6 +76,11 @@ class GPTConfig:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        for name in ("num_kv_heads", "window"):
+            if getattr(self, name) is not None:
+                require_positive_int(name, getattr(self, name))
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
         if not isinstance(self.tie_weights, bool):
             raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
 
@@ -101,11 +109,16 @@ class GPT(nn.Module):
         self.token_embed = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, d)
         if c.positions == "learned":
             self.pos = LearnedPositionalEmbedding(c.context, c.d_model)
-        else:
+        elif c.positions == "sinusoidal":
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.context)
+        else:  # rope, alibi: positions enter each attention layer, nothing is added here
+            self.pos = None
+        attention = {"num_kv_heads": c.num_kv_heads, "window": c.window,
+                     "position": c.positions if c.positions in ("rope", "alibi") else None}
         self.dropout = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.num_heads, c.ffn_size, c.dropout, norm_first=True, activation=c.activation)
+            EncoderLayer(c.d_model, c.num_heads, c.ffn_size, c.dropout, norm_first=True, activation=c.activation,
+                         **attention)
             for _ in range(c.num_layers))
         self.norm = LayerNorm(c.d_model)  # the final LayerNorm of a pre-norm stack
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)  # (V, d)
@@ -148,7 +161,10 @@ class GPT(nn.Module):
             raise ValueError(f"caches must hold one dict per layer ({len(self.layers)}), got {len(caches)}")
         # new token i (position offset + i) may attend to keys 0 … offset + i
         mask = None if (caches is not None and T == 1) else causal_mask(offset + T, device=ids.device)[offset:]
-        x = self.dropout(self.pos(self.token_embed(ids), offset))  # (B, T, d)
+        if self.config.window is not None:
+            mask = None  # the attention adds its causal window itself (its cache keeps `window` keys)
+        x = self.token_embed(ids)  # (B, T, d)
+        x = self.dropout(x if self.pos is None else self.pos(x, offset))  # (B, T, d)
         for i, layer in enumerate(self.layers):
             x = layer(x, mask, need_weights, None if caches is None else caches[i])  # (B, T, d)
         return self.head(self.norm(x))  # (B, T, V)
@@ -252,4 +268,5 @@ def kv_cache_size(config: GPTConfig, tokens: int, bytes_per_number: int = 4, bat
     require_positive_int("bytes_per_number", bytes_per_number)
     require_positive_int("batch_size", batch_size)
     c = config
-    return 2 * c.num_layers * c.num_heads * c.head_dim * tokens * bytes_per_number * batch_size
+    kv_heads = c.num_heads if c.num_kv_heads is None else c.num_kv_heads  # chapter 11: GQA keeps fewer
+    return cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_number, batch_size)
