@@ -267,7 +267,7 @@ def grades(tmp_path_factory):
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
                           "--timeout", "10", "--jobs", "2"],
-                         capture_output=True, text=True, timeout=600, encoding="utf-8")
+                         capture_output=True, text=True, timeout=1800, encoding="utf-8")
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout + run.stderr
     print(f"autograded {len(CHAPTERS)} chapters x {2 + len(PLANTED)} submissions in {seconds:.0f} s")
@@ -424,7 +424,7 @@ def student_book():
     out = ROOT / "_build" / "student-book"
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "teaching" / "student_book.py"), "--out", str(out), "-W"],
-                         capture_output=True, text=True, timeout=600, encoding="utf-8")
+                         capture_output=True, text=True, timeout=1800, encoding="utf-8")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"student book built in {time.perf_counter() - t0:.0f} s")
     return out / "_build" / "html"
