@@ -43,7 +43,7 @@ NANOGPT_CPU = ["--device=cpu", "--compile=False", "--log_interval=50", "--block_
 
 
 def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3]) if Path("/proc/loadavg").exists() else "?"
 
 
 def copy_nanogpt(source: Path, dest: Path) -> Path:
@@ -73,7 +73,7 @@ def run_nanogpt(nano: Path, steps: int, threads: int) -> dict:
             f"--max_iters={steps}", f"--lr_decay_iters={steps}", f"--eval_interval={steps}", "--eval_iters=200"]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     t0, c0 = time.perf_counter(), os.times()
-    out = subprocess.run(args, cwd=nano, env=env, capture_output=True, text=True)
+    out = subprocess.run(args, cwd=nano, env=env, capture_output=True, text=True, encoding="utf-8")
     wall, c1 = time.perf_counter() - t0, os.times()
     if out.returncode:
         raise SystemExit(f"nanoGPT failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
