@@ -17,14 +17,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import needs_bwrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_grading import POINTS, WRONG, all_wrong, instructor, with_answers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "04_masking"
-bwrap = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="bubblewrap is not installed")
-pytestmark = [bwrap, pytest.mark.slow]
+pytestmark = [needs_bwrap, pytest.mark.slow]
 
 
 def read_rows(path: Path) -> list[dict]:
