@@ -33,6 +33,7 @@ import torch
 
 from ._validate import require_float, require_positive_int
 from .attention import attention_with_weights, check_attention_shapes
+from .positional import alibi_slopes as _alibi_slopes
 
 NEG_INF = float("-inf")
 
@@ -271,8 +272,7 @@ def _attention_peaks(n, heads, head_dim, block, backward, device) -> dict[str, i
 # --- 4. ALiBi, for FlexAttention's score_mod ------------------------------------------------------
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
-    """ALiBi's slope of each head (Press et al., 2022): ``m_h = 2^(-8h/H)`` for
-    ``h = 1 … H``; head ``h`` adds ``-m_h · (i - j)`` to the score of query ``i`` and key
-    ``j <= i``. Shape ``(H,)``."""
-    require_positive_int("num_heads", num_heads)
-    return 2.0 ** (-8.0 * torch.arange(1, num_heads + 1) / num_heads)
+    """ALiBi's slope of each head (Press et al., 2022), ``m_h = 2^(-8h/H)`` for ``h = 1 … H``,
+    as float32: ``companion.positional.alibi_slopes``, the one home of the formula. Head ``h``
+    adds ``-m_h · (i - j)`` to the score of query ``i`` and key ``j <= i``. Shape ``(H,)``."""
+    return _alibi_slopes(num_heads).float()
