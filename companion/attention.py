@@ -87,12 +87,18 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     return _masked_softmax(scores, mask)
 
 
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``masked_softmax`` without its checks, for callers that checked their inputs."""
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, in_place: bool = False) -> torch.Tensor:
+    """``masked_softmax`` without its checks, for callers that checked their inputs.
+    ``in_place=True``: the caller's fresh ``scores`` are overwritten with the ``-inf`` (one
+    N_q × N_k tensor fewer); only where the mask does not make the scores larger."""
     if mask is None:
         return torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
     blocked = ~mask
-    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)  # (..., N_q, N_k)
+    if in_place and torch.broadcast_shapes(blocked.shape, scores.shape) == scores.shape:
+        scores = scores.masked_fill_(blocked, float("-inf"))  # (..., N_q, N_k)
+    else:
+        scores = scores.masked_fill(blocked, float("-inf"))  # (..., N_q, N_k)
+    weights = torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
     if blocked.all(dim=-1).any():  # a row with no allowed key: softmax gave NaN there
         weights = weights.masked_fill(blocked, 0.0)  # NaN -> 0 (elsewhere exp(-inf) is 0 already)
     return weights
@@ -129,7 +135,7 @@ def _attention_with_weights(q, k, v, mask, dropout_p):
     d = q.shape[-1]
     # (Q / sqrt(d)) Kᵀ is Q Kᵀ / sqrt(d): dividing the N_q × d queries, not the N_q × N_k scores
     scores = (q / math.sqrt(d)) @ k.transpose(-2, -1)  # (..., N_q, N_k)
-    weights = _masked_softmax(scores, mask)  # (..., N_q, N_k)
+    weights = _masked_softmax(scores, mask, in_place=True)  # (..., N_q, N_k); scores are ours
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # (..., N_q, N_k)
     output = dropped @ v  # (..., N_q, d_v)
     return output, weights

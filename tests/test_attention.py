@@ -279,3 +279,18 @@ def test_masked_softmax_checks_its_inputs():
     with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to the attention scores of shape \(2, 3\)"):
         masked_softmax(torch.randn(2, 3), torch.ones(2, 4, dtype=torch.bool))
     assert masked_softmax(torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.bool)).abs().max() == 0
+
+
+def test_masked_softmax_leaves_its_input_alone_and_in_place_falls_back_where_the_mask_broadcasts_up():
+    from companion.attention import _masked_softmax, masked_softmax
+
+    torch.manual_seed(0)
+    scores = torch.randn(2, 3, 4)
+    mask = torch.rand(2, 3, 4) > 0.3
+    before = scores.clone()
+    expected = masked_softmax(scores, mask)
+    assert torch.equal(scores, before)  # the public function never writes into its input
+    wide = torch.rand(5, 2, 3, 4) > 0.3  # a mask that makes the scores larger: no in-place write
+    out = _masked_softmax(scores, wide, in_place=True)
+    assert out.shape == (5, 2, 3, 4) and torch.equal(scores, before)
+    torch.testing.assert_close(_masked_softmax(scores.clone(), mask, in_place=True), expected)
