@@ -29,10 +29,6 @@ KNOWN_UNTIED = {
     ("05_multihead_attention.ipynb", "2 to 9 times"),
     ("05_multihead_attention.ipynb", "0.39 to 0.58"),
     ("05_multihead_attention.ipynb", "0.1 to 0.2 ms"),
-    ("07_transformer.ipynb", "88 to 98 %"),
-    ("07_transformer.ipynb", "70 to 96 %"),
-    ("07_transformer.ipynb", "54 to 73 %"),
-    ("08_vit_vs_cnn.ipynb", "100 to 1,200"),
 }
 
 
