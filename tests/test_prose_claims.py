@@ -24,11 +24,6 @@ KNOWN_UNTIED = {
     ("02_seq2seq_attention.ipynb", "93 % to 99 %"),
     ("02_seq2seq_attention.ipynb", "83 % to 98 %"),
     ("02_seq2seq_attention.ipynb", "7 % to 22 %"),
-    ("05_multihead_attention.ipynb", "73 to 83 %"),
-    ("05_multihead_attention.ipynb", "50 to 72 %"),
-    ("05_multihead_attention.ipynb", "2 to 9 times"),
-    ("05_multihead_attention.ipynb", "0.39 to 0.58"),
-    ("05_multihead_attention.ipynb", "0.1 to 0.2 ms"),
 }
 
 
