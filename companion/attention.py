@@ -91,8 +91,11 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Te
     """``masked_softmax`` without its checks, for callers that checked their inputs."""
     if mask is None:
         return torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., N_q, N_k)
-    return weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
+    blocked = ~mask
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)  # (..., N_q, N_k)
+    if blocked.all(dim=-1).any():  # a row with no allowed key: softmax gave NaN there
+        weights = weights.masked_fill(blocked, 0.0)  # NaN -> 0 (elsewhere exp(-inf) is 0 already)
+    return weights
 
 
 def attention_with_weights(
@@ -124,7 +127,8 @@ def _attention_with_weights(q, k, v, mask, dropout_p):
     """:func:`attention_with_weights` without its checks, for a caller that made them at its
     own public edge (:class:`companion.multihead.MultiHeadAttention`)."""
     d = q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
+    # (Q / sqrt(d)) Kᵀ is Q Kᵀ / sqrt(d): dividing the N_q × d queries, not the N_q × N_k scores
+    scores = (q / math.sqrt(d)) @ k.transpose(-2, -1)  # (..., N_q, N_k)
     weights = _masked_softmax(scores, mask)  # (..., N_q, N_k)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # (..., N_q, N_k)
     output = dropped @ v  # (..., N_q, d_v)
