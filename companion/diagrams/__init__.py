@@ -22,10 +22,10 @@ and prints a note instead when it is not.
 
 The package keeps recording apart from drawing:
 
-- :mod:`companion.diagrams.recording` :func:`record`, :class:`Recording` (what the pass did)
-- :mod:`companion.diagrams.drawing`   :class:`Block`, :class:`Link`, :class:`Group`, :class:`Diagram`
-- :mod:`companion.diagrams.models`    the ``*_diagram`` functions, one per model
-- :mod:`companion.diagrams.torchview` :func:`has_dot`, :func:`torchview_graph`, :func:`show_torchview`
+- ``companion.diagrams.recording`` :func:`record`, :class:`Recording` (what the pass did)
+- ``companion.diagrams.drawing``   :class:`Block`, :class:`Link`, :class:`Group`, :class:`Diagram`
+- ``companion.diagrams.models``    the ``*_diagram`` functions, one per model
+- ``companion.diagrams.torchview`` :func:`has_dot`, :func:`torchview_graph`, :func:`show_torchview`
 """
 
 from __future__ import annotations

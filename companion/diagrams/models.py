@@ -1,6 +1,6 @@
 """The course's diagrams, one function per model: each records one forward pass of the real
-module (:func:`~companion.diagrams.recording.record`) and lays its shapes out as a
-:class:`~companion.diagrams.drawing.Diagram`.
+module (:func:`~companion.diagrams.record`) and lays its shapes out as a
+:class:`~companion.diagrams.Diagram`.
 """
 
 from __future__ import annotations
