@@ -128,6 +128,7 @@ DIAGRAMS = {
     "05_multihead_attention": "Diagram of multi-head attention",
     "07_transformer": "Architecture diagram of the encoder-decoder Transformer",
     "08_vit_vs_cnn": "Architecture diagram of the Vision Transformer",
+    "10_language_model": "Architecture diagram of the GPT",
 }
 TORCHVIEW_NOTE = "`dot` program is not installed"
 

@@ -21,6 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from companion import diagrams  # noqa: E402
 from companion.models import (  # noqa: E402
+    GPT,
+    GPTConfig,
     ImageCaptioner,
     Seq2Seq,
     ShapesCNN,
@@ -97,7 +99,7 @@ def assert_expected(diagram, expected):
     assert shapes == expected
 
 
-# --- the five diagrams -----------------------------------------------------------------------
+# --- the six diagrams -----------------------------------------------------------------------
 
 def test_transformer_diagram():
     c = TransformerConfig(vocab_size=13, d_model=24, num_heads=3, d_ff=40, num_encoder_layers=2,
@@ -120,6 +122,28 @@ def test_transformer_diagram():
     with pytest.raises(KeyError, match="no extra 'nope'"):
         d.shape("cross", "nope")
     assert_drawn(d, expected)
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_gpt_diagram(positions):
+    c = GPTConfig(vocab_size=11, context=12, d_model=24, num_heads=3, num_layers=2, d_ff=40, positions=positions)
+    model = GPT(c).train()
+    ids = torch.randint(0, 11, (2, 9))
+    d = diagrams.gpt_diagram(model, ids)
+    assert model.training, "the model's mode is restored"
+    B, T, D, H, F, V = 2, 9, 24, 3, 40, 11
+    expected = {"ids": (B, T), "embed": (B, T, D), "attn": (B, T, D), "attn.weights": (B, H, T, T),
+                "ffn": (B, T, D), "ffn.hidden": (B, T, F), "norm": (B, T, D), "logits": (B, T, V)}
+    if positions == "learned":
+        expected["pos"] = (B, T, D)
+    assert_expected(d, expected)
+    seen = hook_shapes(model, lambda: model.eval()(ids, need_weights=True))
+    assert assert_matches_hooks(d, seen) == len(expected)
+    assert seen[""][0]["output"] == [d.shape("logits")]  # the model's own output
+    assert [g.label for g in d.groups] == ["block × 2, causal mask"]
+    assert_drawn(d, expected)
+    with pytest.raises(TypeError, match="companion GPT"):
+        diagrams.gpt_diagram(nn.Linear(2, 2), ids)
 
 
 @pytest.mark.parametrize("pool", ["mean", "cls"])

@@ -14,18 +14,17 @@ otherwise the same weights would compute something else, and the copy is refused
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-if TYPE_CHECKING:
-    from .blocks import DecoderLayer, EncoderLayer
+# This module knows the companion's layers only by their attributes (``self_attn``, ``ffn``,
+# ``norm1`` …) and imports nothing of the course: models.blocks imports it, not the reverse.
 
 
-def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
-    """Copy the weights of ``theirs`` (a ``torch.nn.TransformerEncoderLayer``) into ``ours``; returns ``ours``."""
+def load_encoder_layer(ours: nn.Module, theirs: nn.TransformerEncoderLayer) -> nn.Module:
+    """Copy the weights of ``theirs`` (a ``torch.nn.TransformerEncoderLayer``) into ``ours`` (a
+    :class:`~companion.models.blocks.EncoderLayer`); returns ``ours``."""
     if not isinstance(theirs, nn.TransformerEncoderLayer):
         raise TypeError(f"layer must be a torch.nn.TransformerEncoderLayer, got {type(theirs).__name__}")
     _check_same_form(ours, theirs)
@@ -36,8 +35,9 @@ def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -
     return ours
 
 
-def load_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
-    """Copy the weights of ``theirs`` (a ``torch.nn.TransformerDecoderLayer``) into ``ours``; returns ``ours``."""
+def load_decoder_layer(ours: nn.Module, theirs: nn.TransformerDecoderLayer) -> nn.Module:
+    """Copy the weights of ``theirs`` (a ``torch.nn.TransformerDecoderLayer``) into ``ours`` (a
+    :class:`~companion.models.blocks.DecoderLayer`); returns ``ours``."""
     if not isinstance(theirs, nn.TransformerDecoderLayer):
         raise TypeError(f"layer must be a torch.nn.TransformerDecoderLayer, got {type(theirs).__name__}")
     _check_same_form(ours, theirs)
