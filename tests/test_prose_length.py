@@ -16,6 +16,7 @@ import prose_length  # noqa: E402
 # The chapters that meet the target; a chapter joins this set when its prose is brought there.
 MEETING = {
     "notebooks/01_rnn_captioning",
+    "notebooks/02_seq2seq_attention",
     "notebooks/10_language_model",
     "notebooks/11_positions_and_memory",
     "notebooks/12_fast_attention",
