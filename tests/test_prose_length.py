@@ -17,6 +17,7 @@ import prose_length  # noqa: E402
 MEETING = {
     "notebooks/01_rnn_captioning",
     "notebooks/02_seq2seq_attention",
+    "notebooks/03_self_attention",
     "notebooks/10_language_model",
     "notebooks/11_positions_and_memory",
     "notebooks/12_fast_attention",
