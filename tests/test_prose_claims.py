@@ -14,31 +14,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import prose_claims  # noqa: E402
 
-# Ranges that stood in the prose untied when the check was written (issue #25). Each entry
-# leaves this list when its chapter asserts the range or stops stating it; the test fails both
-# when a new untied range appears and when an entry here is no longer found (so the list only
-# shrinks).
-KNOWN_UNTIED = {
-    ("01_rnn_captioning.ipynb", "2.1 to 2.3"),
-    ("01_rnn_captioning.ipynb", "0.06 to 0.15 %"),
-    ("02_seq2seq_attention.ipynb", "93 % to 99 %"),
-    ("02_seq2seq_attention.ipynb", "83 % to 98 %"),
-    ("02_seq2seq_attention.ipynb", "7 % to 22 %"),
-}
-
-
 def _key(claim):
     return claim.notebook, " ".join(claim.text.split())
 
 
 def test_every_range_the_prose_attributes_to_seeds_is_asserted():
-    untied = {_key(c) for c in prose_claims.all_claims() if not c.tied_by}
-    new = untied - KNOWN_UNTIED
-    assert not new, (
+    untied = sorted(_key(c) for c in prose_claims.all_claims() if not c.tied_by)
+    assert not untied, (
         "the prose states these ranges about seeds or runs, and no cell asserts them "
-        f"(assert both ends, print the number instead, or link benchmarks/results/): {sorted(new)}")
-    gone = KNOWN_UNTIED - untied
-    assert not gone, f"these ranges are tied or gone now: remove them from KNOWN_UNTIED: {sorted(gone)}"
+        f"(assert both ends, print the number instead, or link benchmarks/results/): {untied}")
 
 
 def _notebook(tmp_path, markdown, code):
