@@ -31,7 +31,6 @@ import torch
 from .exercises import Chapter, Exercise, answer_sources
 from .sandbox import AnswerError, Limits, Remote, Sandbox, decode, prepare_course_dir
 
-
 CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
 
 
