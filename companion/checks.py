@@ -241,11 +241,9 @@ def fresh_rng():
     """torch's global random generator, for the block only, seeded from :func:`fresh_inputs`:
     the hidden tests' random tensors, modules and sizes, new for each grading run. The global
     generator's state before the block is restored after it, so the fixed inputs of the checks
-    that follow stay what the handout shows. Yields the generator of :func:`fresh_inputs`::
-
-        with fresh_rng():
-            n = int(torch.randint(3, 40, ()))  # drawn anew for each grading run
-    """
+    that follow stay what the handout shows. Yields the generator of :func:`fresh_inputs`
+    (``with fresh_rng() as g: n = int(torch.randint(3, 40, ()))``: a size drawn anew for
+    each grading run)."""
     g = fresh_inputs()
     seed = int(torch.randint(2**62, (1,), generator=g))
     with torch.random.fork_rng(devices=[]):
