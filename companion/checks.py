@@ -14,6 +14,7 @@ expected value that is not a plain value) is a ``TypeError``/``ValueError``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -233,3 +234,18 @@ def fresh_inputs() -> torch.Generator:
     if not seed.isdigit():
         raise ValueError(f"{GRADING_SEED} must be a non-negative integer, got {seed!r}")
     return torch.Generator().manual_seed(int(seed))
+
+
+@contextlib.contextmanager
+def fresh_rng():
+    """torch's global random generator, for the block only, seeded from :func:`fresh_inputs`:
+    the hidden tests' random tensors, modules and sizes, new for each grading run. The global
+    generator's state before the block is restored after it, so the fixed inputs of the checks
+    that follow stay what the handout shows. Yields the generator of :func:`fresh_inputs`
+    (``with fresh_rng() as g: n = int(torch.randint(3, 40, ()))``: a size drawn anew for
+    each grading run)."""
+    g = fresh_inputs()
+    seed = int(torch.randint(2**62, (1,), generator=g))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield g

@@ -34,11 +34,11 @@ if __package__ in (None, ""):  # run as `python teaching/autograde.py`
     __package__ = "teaching"  # noqa: A001
 
 from companion.checks import GRADING_SEED  # noqa: E402
-from teaching import course, safe_text  # noqa: E402
+from teaching import archives, course, safe_text  # noqa: E402
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import Grader  # noqa: E402
 from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
-from teaching.submissions import collect  # noqa: E402
+from teaching.submissions import StudentFiles, collect, refusal  # noqa: E402
 
 FIELDS = ["student", "chapter", "cell", "score", "max_score", "status"]
 _graders: dict[str, Grader] = {}
@@ -116,24 +116,79 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
               isolate: bool = True, keep: Path | None = None, memory_mb: float | None = None) -> list[dict]:
     """All rows for ``submissions/<student>/<file>.ipynb``, in student and chapter order."""
     known = course.chapters_with_exercises()
-    students = collect(submissions, known)
-    if not students:
-        raise SystemExit(f"no student folders in {submissions}: expected {submissions}/<student>/<chapter>.ipynb, "
-                         f"e.g. {submissions}/alice/04_masking.ipynb")
-    graded = chapters or [ch for ch in known if any(ch in s.chapters for s in students)]
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    limits = Limits(seconds=timeout) if memory_mb is None else Limits(seconds=timeout, resident_bytes=int(memory_mb * 2**20))
-    hidden = [course.ROOT.resolve(), course.NOTEBOOKS.resolve(), submissions.resolve(), workdir]
     try:
-        for ch in graded:  # prepare each chapter's companion copies once, before the workers start
-            _grader(ch, workdir, hidden, limits, isolate)
-        tasks = [(s.student, ch, s.chapters.get(ch), s.notes.get(ch, ""), workdir, hidden, limits, isolate)
-                 for s in students for ch in graded]
-        per_task = run_tasks(tasks, jobs)
+        if submissions.is_file() and submissions.suffix.lower() == ".zip":  # the class in one archive
+            try:
+                submissions = archives.top_folder(archives.unpack(submissions, workdir / "class"))
+            except archives.ArchiveError as err:
+                raise SystemExit(f"{safe_text.cell(str(submissions))}: {err}") from None
+        students = _merged(collect(submissions, known) + _archived_students(submissions, workdir / "archives", known))
+        if not students:
+            raise SystemExit(f"no student folders in {submissions}: expected {submissions}/<student>/<chapter>.ipynb, "
+                             f"e.g. {submissions}/alice/04_masking.ipynb (or {submissions}/alice.zip)")
+        return _autograde(submissions, students, known, chapters, timeout, jobs, isolate, workdir, memory_mb)
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _archived_students(submissions: Path, staging: Path, known: list[str]) -> list[StudentFiles]:
+    """The students who handed in ``submissions/<student>.zip`` instead of a folder, each archive
+    unpacked safely (:mod:`teaching.archives`); a refused archive is a FILE row with the reason."""
+    out = []
+    folders = {p.name for p in submissions.iterdir() if p.is_dir()}
+    zips = sorted(p for p in submissions.iterdir() if p.suffix.lower() == ".zip" and (p.is_symlink() or not p.is_dir()))
+    for i, archive in enumerate(zips):
+        student = archive.name[: -len(archive.suffix)]
+        files = StudentFiles(safe_text.file_name(student))
+        why = refusal(archive)
+        if student in folders:
+            why = f"refused: {safe_text.file_name(student)} has both a folder and an archive; only the folder is graded"
+            files = None
+        if why is None:
+            try:
+                root = archives.top_folder(archives.unpack(archive, staging / f"{i}" / "unpacked"))
+                (staging / f"{i}" / "student").mkdir()
+                root.rename(staging / f"{i}" / "student" / student)
+                found = collect(staging / f"{i}" / "student", known)
+                files = found[0] if found else files
+            except archives.ArchiveError as err:
+                why = str(err)
+        if files is None:  # the student's folder is graded; the FILE row goes with it (_merged)
+            out.append(StudentFiles(safe_text.file_name(student), unmatched=[(archive.name, why)]))
+            continue
+        if why is not None:
+            files.unmatched.append((archive.name, why))
+        out.append(files)
+    return out
+
+
+def _merged(students: list[StudentFiles]) -> list[StudentFiles]:
+    """One entry per student id, in order: a student with a folder and an archive keeps the
+    folder's notebooks and the archive's FILE row."""
+    by_id: dict[str, StudentFiles] = {}
+    for s in students:
+        if s.student not in by_id:
+            by_id[s.student] = s
+            continue
+        first = by_id[s.student]
+        for ch, path in s.chapters.items():
+            first.chapters.setdefault(ch, path)
+        first.unmatched.extend(s.unmatched)
+    return [by_id[k] for k in sorted(by_id)]
+
+
+def _autograde(submissions, students, known, chapters, timeout, jobs, isolate, workdir, memory_mb) -> list[dict]:
+    graded = chapters or [ch for ch in known if any(ch in s.chapters for s in students)]
+    limits = Limits(seconds=timeout) if memory_mb is None else Limits(seconds=timeout, resident_bytes=int(memory_mb * 2**20))
+    hidden = [course.ROOT.resolve(), course.NOTEBOOKS.resolve(), submissions.resolve(), workdir]
+    for ch in graded:  # prepare each chapter's companion copies once, before the workers start
+        _grader(ch, workdir, hidden, limits, isolate)
+    tasks = [(s.student, ch, s.chapters.get(ch), s.notes.get(ch, ""), workdir, hidden, limits, isolate)
+             for s in students for ch in graded]
+    per_task = run_tasks(tasks, jobs)
     rows = [row for rows in per_task for row in rows]
     for s in students:
         for name, why in s.unmatched:

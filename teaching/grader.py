@@ -11,6 +11,9 @@ For each graded exercise (in the instructor notebook's order):
    :class:`~teaching.sandbox.Remote` objects that call into the sandbox and bring back data;
 3. the exercise scores its points if the check ran to the end, else 0 with the reason.
 
+Before each check, torch's global generator is seeded with :data:`CHECK_SEED`: a check's
+fixed inputs do not depend on which students or checks ran before it in the same worker.
+
 The student's id (the name of their folder) goes into the parameters cell as ``student_id``,
 so exercises with per-student variants check each student's own numbers.
 """
@@ -23,8 +26,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .exercises import Chapter, Exercise, answer_sources
 from .sandbox import AnswerError, Limits, Remote, Sandbox, decode, prepare_course_dir
+
+CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
 
 
 @dataclass
@@ -124,6 +131,10 @@ class Grader:
                         namespace.pop(name, None)  # the check then fails with a NameError naming it
                     else:
                         namespace[name] = decode(box, encoded, name)
+                # the check's own random inputs are the same whatever ran before in this worker
+                # (other students, earlier checks that stopped half-way); the hidden fresh
+                # ones come from the grading seed (companion.checks.fresh_rng)
+                torch.manual_seed(CHECK_SEED)
                 with contextlib.redirect_stdout(io.StringIO()):
                     for src in ex.context:  # the instructor's, e.g. the student's variant
                         exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102

@@ -192,3 +192,23 @@ def test_check_shape_expected_must_be_sizes():
         check_shape(torch.zeros(3), 3)
     with pytest.raises(TypeError, match="expected must hold ints or None"):
         check_shape(torch.zeros(1), (True,))
+
+
+def test_fresh_rng_draws_from_the_grading_seed_and_restores_the_global_generator(monkeypatch):
+    from companion.checks import GRADING_SEED, fresh_rng
+
+    def draw(seed):
+        monkeypatch.setenv(GRADING_SEED, str(seed))
+        torch.manual_seed(123)
+        before = torch.random.get_rng_state()
+        with fresh_rng():
+            inside = torch.randn(4)
+        assert torch.equal(torch.random.get_rng_state(), before)  # the fixed inputs after it stay
+        return inside
+
+    assert torch.equal(draw(5), draw(5))
+    assert not torch.equal(draw(5), draw(6))
+    monkeypatch.setenv(GRADING_SEED, "-1")
+    with pytest.raises(ValueError, match=GRADING_SEED):
+        with fresh_rng():
+            pass

@@ -1,0 +1,126 @@
+"""Submissions handed in as ``.zip`` archives, unpacked safely.
+
+An LMS often hands out a class's submissions as one archive, or one archive per student. What an
+archive holds is the student's choice, so :func:`unpack` refuses the whole archive, with a
+reason, when any entry is not a plain file or folder inside it: an absolute path, a ``..``, a
+symbolic link (or any other special file), more than ``max_files`` entries, or more than
+``max_bytes`` once unpacked (counted while unpacking, whatever sizes the archive declares, so a
+zip bomb stops at the cap). Names that are not UTF-8 (old archivers write Latin-1 or cp437) are
+made valid UTF-8 with :func:`teaching.safe_text.file_name`. Nothing is written outside ``dest``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import zipfile
+from pathlib import Path
+
+from . import safe_text
+
+MAX_FILES = 2000  # entries of one archive
+MAX_BYTES = 512 * 2**20  # bytes of one archive once unpacked
+_CHUNK = 1 << 20
+
+
+class ArchiveError(ValueError):
+    """An archive refused: its message says why."""
+
+
+def _entry_name(info: zipfile.ZipInfo) -> str:
+    """The entry's name as the archiver wrote it: UTF-8 when it is, else its bytes kept
+    (``surrogateescape``), so that :func:`safe_text.file_name` can escape them."""
+    if info.flag_bits & 0x800:  # the archive says UTF-8: zipfile decoded it so
+        return info.filename
+    raw = info.filename.encode("cp437")  # zipfile's decoding of a name without the flag
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _parts(name: str) -> list[str]:
+    """The folders and file name of an entry; raises ArchiveError for a path that leaves ``dest``."""
+    shown = safe_text.cell(name)
+    unified = name.replace("\\", "/")  # archivers on Windows write either separator
+    if unified.startswith("/") or (len(unified) > 1 and unified[1] == ":"):
+        raise ArchiveError(f"refused archive: the entry {shown!r} is an absolute path")
+    parts = [p for p in unified.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ArchiveError(f"refused archive: the entry {shown!r} leads out of the archive's folder (..)")
+    return [safe_text.file_name(p) for p in parts]
+
+
+def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> Path:
+    """Unpack ``archive`` into the new folder ``dest`` and return ``dest``, or raise
+    :class:`ArchiveError` (then ``dest`` is removed) for an archive that is not a plain tree of
+    files and folders within the caps."""
+    dest.mkdir(parents=True)
+    try:
+        _unpack(archive, dest, max_files, max_bytes)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
+def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        raise ArchiveError(f"refused archive: not a readable zip file ({err})") from None
+    with zf:
+        entries = zf.infolist()
+        if len(entries) > max_files:
+            raise ArchiveError(f"refused archive: {len(entries)} entries, more than the {max_files} allowed")
+        plan, seen = [], set()
+        for info in entries:  # every entry judged before anything is written
+            name = _entry_name(info)
+            parts = _parts(name)
+            mode = info.external_attr >> 16
+            shown = safe_text.cell(name)
+            if stat.S_ISLNK(mode):
+                raise ArchiveError(f"refused archive: the entry {shown!r} is a symbolic link")
+            kind = stat.S_IFMT(mode)  # 0 when the archiver wrote no file type (zipfile's writestr)
+            is_dir = info.is_dir() or kind == stat.S_IFDIR
+            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+                raise ArchiveError(f"refused archive: the entry {shown!r} is not a regular file")
+            if info.flag_bits & 0x1:
+                raise ArchiveError(f"refused archive: the entry {shown!r} is encrypted")
+            if not parts:
+                continue
+            key = tuple(parts)
+            if key in seen and not is_dir:
+                raise ArchiveError(f"refused archive: two entries named {safe_text.cell('/'.join(parts))!r}")
+            seen.add(key)
+            plan.append((info, parts, is_dir))
+        total = 0
+        for info, parts, is_dir in plan:
+            folder = dest.joinpath(*(parts if is_dir else parts[:-1]))
+            folder.mkdir(parents=True, exist_ok=True)
+            if is_dir:
+                continue
+            target = folder / parts[-1]
+            if target.is_dir():
+                raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(parts))!r} is both a file and a folder")
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    with zf.open(info) as src:
+                        while chunk := src.read(_CHUNK):
+                            total += len(chunk)
+                            if total > max_bytes:
+                                raise ArchiveError(f"refused archive: more than {max_bytes:,} bytes once unpacked "
+                                                   f"(a zip bomb?)")
+                            out.write(chunk)
+                except ArchiveError:
+                    raise
+                except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as err:
+                    raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
+                                       f"read ({type(err).__name__}: {err})") from None
+
+
+def top_folder(dest: Path) -> Path:
+    """``dest``, or the one folder it holds when it holds nothing else (an archive of a folder)."""
+    inside = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
+    if len(inside) == 1 and inside[0].is_dir() and not inside[0].is_symlink():
+        return inside[0]
+    return dest
