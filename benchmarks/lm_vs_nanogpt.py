@@ -84,7 +84,13 @@ def run_nanogpt(nano: Path, steps: int, threads: int) -> dict:
             "held-out": float(val)}
 
 
-def run_ours(steps: int, threads: int, seed: int = 0) -> dict:
+def run_ours(steps: int, threads: int, seed: int = 0, d_model: int = 64, layers: int = 2, heads: int = 4,
+             batch: int = 32, lr: float = 5e-3, context: int = 64, target: float | None = None,
+             eval_every: int = 100) -> dict:
+    """Train the chapter's GPT (its recipe: Adam, warmup, cosine decay) and measure its held-out
+    loss on every non-overlapping window of the held-out text. With ``target``, the held-out
+    loss is also measured every ``eval_every`` steps, and the row gives the training time (the
+    evaluations' own time left out) at which it first reached ``target``."""
     import torch
 
     from companion.data.text import shakespeare_split
@@ -98,31 +104,71 @@ def run_ours(steps: int, threads: int, seed: int = 0) -> dict:
     chars = CharTokenizer.from_text(split.train)
     train_ids, held = torch.tensor(chars.encode(split.train)), torch.tensor(chars.encode(split.held_out))
     torch.manual_seed(seed)
-    config = GPTConfig(vocab_size=chars.vocab_size, context=64, d_model=64, num_heads=4, num_layers=2)
+    config = GPTConfig(vocab_size=chars.vocab_size, context=context, d_model=d_model, num_heads=heads,
+                       num_layers=layers)
     model = GPT(config)
-    t0, c0 = time.perf_counter(), time.process_time()
-    train(model, window_loss(train_ids, 64), [window_starts(train_ids, 64)], steps=steps, batch_size=32, lr=5e-3,
-          warmup=50, lr_min=5e-4, seed=seed, device="cpu", progress=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"who": "chapter 10 (2 x 64, ctx 64, batch 32)", "steps": steps, "wall": wall, "cpu": cpu,
-            "held-out": held_out_loss(model, held, 64)}
+    reached = {}
+    paused = [0.0, 0.0]  # wall and processor seconds spent evaluating
+
+    def on_log(step, m):
+        if target is None or reached or step % eval_every:
+            return
+        w0, c0 = time.perf_counter(), time.process_time()
+        was_training = m.training
+        m.eval()
+        loss = held_out_loss(m, held, context)
+        m.train(was_training)
+        paused[0] += time.perf_counter() - w0
+        paused[1] += time.process_time() - c0
+        if loss <= target:
+            reached.update(step=step, wall=time.perf_counter() - t0 - paused[0],
+                           cpu=time.process_time() - c0_all - paused[1], loss=loss)
+
+    t0, c0_all = time.perf_counter(), time.process_time()
+    train(model, window_loss(train_ids, context), [window_starts(train_ids, context)], steps=steps,
+          batch_size=batch, lr=lr, warmup=50, lr_min=lr / 10, seed=seed, device="cpu", progress=False,
+          log_every=eval_every if target is not None else 50, on_log=on_log)
+    wall, cpu = time.perf_counter() - t0 - paused[0], time.process_time() - c0_all - paused[1]
+    row = {"who": f"chapter 10 ({layers} x {d_model}, ctx {context}, batch {batch}, lr {lr:g})", "steps": steps,
+           "wall": wall, "cpu": cpu, "held-out": held_out_loss(model, held, context)}
+    if target is not None:
+        row["reached"] = reached or None
+    return row
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nanogpt", type=Path, required=True, help="a snapshot of karpathy/nanoGPT")
+    parser.add_argument("--nanogpt", type=Path, help="a snapshot of karpathy/nanoGPT (needed unless --ours-only)")
     parser.add_argument("--nanogpt-steps", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=600, help="the chapter's training steps")
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--context", type=int, default=64)
+    parser.add_argument("--target", type=float, help="also report when the held-out loss first reaches this "
+                        "(nats/char; nanoGPT's recipe reaches about 1.88)")
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--ours-only", action="store_true", help="skip nanoGPT (to choose a configuration)")
     args = parser.parse_args(argv)
     rows = []
+    if args.nanogpt is None and not args.ours_only:
+        parser.error("--nanogpt PATH is needed (or --ours-only)")
     with tempfile.TemporaryDirectory() as tmp:
-        nano = copy_nanogpt(args.nanogpt, Path(tmp) / "nanoGPT")
-        prepare(nano)
+        nano = None
+        if not args.ours_only:
+            nano = copy_nanogpt(args.nanogpt, Path(tmp) / "nanoGPT")
+            prepare(nano)
         for _ in range(args.pairs):
-            for run in (lambda: run_ours(args.steps, args.threads),
-                        lambda: run_nanogpt(nano, args.nanogpt_steps, args.threads)):
+            runs = [lambda: run_ours(args.steps, args.threads, d_model=args.d_model, layers=args.layers,
+                                     heads=args.heads, batch=args.batch, lr=args.lr, context=args.context,
+                                     target=args.target, eval_every=args.eval_every)]
+            if not args.ours_only:
+                runs.append(lambda: run_nanogpt(nano, args.nanogpt_steps, args.threads))
+            for run in runs:
                 before = load()
                 row = run()
                 row["load"] = f"{before} -> {load()}"
@@ -130,6 +176,12 @@ def main(argv=None) -> int:
                 print(f"{row['who']:40s} {row['steps']:5d} steps {row['wall']:7.1f} s wall {row['cpu']:7.1f} s CPU "
                       f"held-out {row['held-out']:.3f} nats/char ({row['held-out'] / math.log(2):.3f} bits)  "
                       f"load {row['load']}", flush=True)
+                if row.get("reached"):
+                    r = row["reached"]
+                    print(f"{'':40s} reached {r['loss']:.3f} at step {r['step']}: {r['wall']:.1f} s wall, "
+                          f"{r['cpu']:.1f} s CPU of training", flush=True)
+                elif "reached" in row:
+                    print(f"{'':40s} did not reach {args.target} in {row['steps']} steps", flush=True)
     return 0
 
 
