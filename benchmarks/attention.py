@@ -11,7 +11,7 @@
 with autograd on, and forward + backward; one row per way of writing multi-head attention
 (:data:`RASCHKA_ROWS`, written for this course), all in one process, their ratios to
 ``nn.MultiheadAttention(need_weights=False)`` measured in the same run (rows interleaved,
-``--rounds`` times; the best time of each row). ``--flex`` adds FlexAttention compiled with
+``--rounds`` times, in a new seeded order each round; the best time of each row). ``--flex`` adds FlexAttention compiled with
 ``torch.compile`` (minutes of compiling on a CPU, and a C++ compiler).
 
 Each (implementation, N) runs in its own process so that its peak memory can be read
@@ -220,6 +220,7 @@ def _raschka_rows(d: int, heads: int, n: int, flex: bool = False) -> dict:
 
 def raschka(args) -> None:
     import platform
+    import random
 
     import torch
 
@@ -252,8 +253,12 @@ def raschka(args) -> None:
 
     times = {(name, p): [] for name in rows for p in ("fwd", "fwd_bwd")}
     load = [os.getloadavg()[0]]
+    order = list(rows)
+    shuffle = random.Random(0)  # seeded: the same orders in every run
     for _ in tqdm(range(rounds), desc="rounds"):
-        for name, row in rows.items():  # interleaved: a change of load hits every row alike
+        shuffle.shuffle(order)  # a new order each round: no row always runs after the same one
+        for name in order:  # interleaved: a change of load hits every row alike
+            row = rows[name]
             for p, make in (("fwd", forward), ("fwd_bwd", forward_backward)):
                 times[name, p] += measure(make(row), min_run_time=min_run_time).times
         load.append(os.getloadavg()[0])
@@ -264,7 +269,7 @@ def raschka(args) -> None:
     lines = [f"Causal multi-head attention, batch {cfg['batch']}, {cfg['tokens']} tokens, d = {cfg['d']}, "
              f"{cfg['heads']} heads, dropout 0, no biases (Raschka's configuration{', --quick' if args.quick else ''})",
              f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-             f"{rounds} round(s) of {min_run_time} s per row and pass, best time; load average "
+             f"{rounds} round(s) of {min_run_time} s per row and pass, rows in a new seeded order each round, best time; load average "
              f"{min(load):.1f} to {max(load):.1f} during the run",
              f"ratio = time / time of {RASCHKA_REFERENCE} in the same run", ""]
     header = f"{'row':<32} {'fwd ms':>9} {'ratio':>6} {'fwd+bwd ms':>11} {'ratio':>6}"

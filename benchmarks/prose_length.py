@@ -4,6 +4,7 @@
     python benchmarks/prose_length.py --check      # exit 1 when a chapter misses the target
     python benchmarks/prose_length.py --long 10    # also list each chapter's longest sentences
     python benchmarks/prose_length.py --page 05    # one page (a part of its name)
+    python benchmarks/prose_length.py --strict     # also the strict count, from the notebooks
 
 The target (issue #25, d2l's level): in every chapter the median sentence has at most 20 words
 and at most 5 % of the sentences have more than 40.
@@ -66,6 +67,39 @@ def _plain(text: str) -> str:
 def _is_heading(msgid: str) -> bool:
     plain = _plain(msgid).strip()
     return not re.search(r"[.!?:]\s*$|[.!?]\s", plain) and len(plain.split()) <= 12
+
+
+FENCE = re.compile(r"^(`{3,}|:{3,}).*?^\1", re.DOTALL | re.MULTILINE)
+DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.DOTALL)
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+STRICT_END = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+")
+
+
+def strict_sentences(markdown: str) -> list[int]:
+    """The word counts of the English sentences of one Markdown cell, by the strict count."""
+    text = DISPLAY_MATH.sub(" ", FENCE.sub(" ", markdown))
+    text = LINK.sub(r"\1", ROLE.sub(r"\1", TAGS.sub(" ", text)))
+    text = re.sub(r"\b(e\.g|i\.e)\.", r"\1", text)
+    lines = [line for line in text.split("\n") if not line.strip().startswith(("#", "|", "%"))]
+    counts = []
+    for sentence in STRICT_END.split(" ".join(LIST_ITEM.sub("", line) for line in lines)):
+        words = [w for w in sentence.split() if WORD.search(w)]
+        if words:
+            counts.append(len(words))
+    return counts
+
+
+def notebook_markdown(page_filter: str = "") -> dict[str, list[str]]:
+    """``{page: [Markdown cell, ...]}`` for every chapter's notebook."""
+    import json
+
+    pages = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        page = f"notebooks/{path.stem}"
+        if page_filter in page:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            pages[page] = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    return pages
 
 
 def english_sentences(text: str) -> list[int]:
@@ -137,6 +171,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a chapter misses the target")
     parser.add_argument("--long", type=int, default=0, metavar="K", help="list each page's K longest sentences")
     parser.add_argument("--page", default="", help="only pages whose name contains this")
+    parser.add_argument("--strict", action="store_true", help="also the strict count of the chapters (see above)")
     args = parser.parse_args(argv)
     every_page = messages()
     ratio = han_per_word(every_page)
@@ -164,6 +199,25 @@ def main(argv=None) -> int:
                 sentences += [s for s in EN_END.split(plain) if s.strip()]
             for s in sorted(sentences, key=lambda s: -len(s.split()))[: args.long]:
                 print(f"    {len(s.split()):3d}  {' '.join(s.split())[:160]}")
+    if args.strict:
+        print(f"\nStrict count (the notebooks' Markdown, English); target as above")
+        print(f"{'page':<34} {'n':>5} {'med':>5} {'>40':>6}")
+        for page, cells in notebook_markdown(args.page).items():
+            m = measure(n for cell in cells for n in strict_sentences(cell))
+            if not meets(m):
+                failing.append(f"{page} (strict)")
+            print(f"{page:<34} {m['sentences']:5d} {m['median']:5.1f} {m['long_share']:6.1%}"
+                  + ("" if meets(m) else "  <- misses"))
+            if args.long:
+                sentences = []
+                for cell in cells:
+                    text = DISPLAY_MATH.sub(" ", FENCE.sub(" ", cell))
+                    lines = [x for x in text.split("\n") if not x.strip().startswith(("#", "|", "%"))]
+                    text = " ".join(LIST_ITEM.sub("", x) for x in lines)
+                    sentences += [" ".join(x.split()) for x in STRICT_END.split(text) if x.strip()]
+                longest = sorted(sentences, key=lambda x: -len([w for w in x.split() if WORD.search(w)]))
+                for x in longest[: args.long]:
+                    print(f"    {len([w for w in x.split() if WORD.search(w)]):3d}  {x[:200]}")
     if args.check and failing:
         print(f"{len(failing)} chapter(s) miss the target: {', '.join(failing)}")
         return 1

@@ -1,8 +1,9 @@
-"""Run chapters for several seeds with papermill and print a seed x chapter table.
+"""Run chapters for several seeds and print a seed x chapter table.
 
 Every claim the book asserts must hold for every seed, not only for the default ``seed = 0``.
 This script executes each chosen chapter once per seed, one notebook at a time, with the
-``parameters`` cell overridden (``-p seed N`` in papermill's terms), and reports pass/fail
+``parameters`` cell overridden (a cell ``seed = N`` inserted after it, as papermill does; the
+run uses ``nbclient``, which the book's build already installs), and reports pass/fail
 and the wall time of each run. It is a benchmark-style tool, not a test: a full sweep of the
 training chapters takes many minutes on a 2-core CPU.
 
@@ -25,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import papermill as pm
+import nbformat
+from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -51,17 +53,29 @@ def first_error_line(error: BaseException) -> str:
     return f"{ename}: {evalue[0] if evalue else ''}"[:100]
 
 
+def with_parameters(notebook: nbformat.NotebookNode, **values) -> nbformat.NotebookNode:
+    """The notebook with a cell setting ``values`` inserted after its ``parameters`` cell."""
+    tagged = [i for i, cell in enumerate(notebook.cells) if "parameters" in cell.get("metadata", {}).get("tags", [])]
+    if not tagged:
+        raise ValueError("the notebook has no cell tagged 'parameters'")
+    i = tagged[0]
+    source = "\n".join(f"{name} = {value!r}" for name, value in values.items())
+    injected = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    notebook.cells.insert(i + 1, injected)
+    return notebook
+
+
 def run_one(notebook: Path, seed: int, out_dir: Path, scale: str, timeout: int) -> tuple[bool, float, str]:
     """Execute one notebook with ``seed``; returns (passed, seconds, error message)."""
     output = out_dir / f"{notebook.stem}_seed{seed}.ipynb"
+    nb = with_parameters(nbformat.read(notebook, as_version=4), seed=seed, scale=scale)
     start = time.perf_counter()
     try:
-        pm.execute_notebook(
-            str(notebook), str(output), parameters={"seed": seed, "scale": scale}, kernel_name="python3",
-            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,
-        )
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}).execute()
     except Exception as error:  # noqa: BLE001 -- any failure of the run is a FAIL in the table
         return False, time.perf_counter() - start, first_error_line(error)
+    finally:
+        nbformat.write(nb, output)
     return True, time.perf_counter() - start, ""
 
 
@@ -71,6 +85,9 @@ def table(notebooks: list[Path], seeds: list[int], results: dict) -> str:
     for seed in seeds:
         cells = []
         for nb in notebooks:
+            if (nb, seed) not in results:  # not run yet
+                cells.append("-")
+                continue
             ok, seconds, _ = results[nb, seed]
             cells.append(f"{'pass' if ok else 'FAIL'} {seconds:.0f} s")
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
@@ -79,8 +96,12 @@ def table(notebooks: list[Path], seeds: list[int], results: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("chapters", nargs="*", default=TRAINING_CHAPTERS,
-                        help="notebook paths or two-digit chapter numbers (default: the training chapters)")
+    parser.add_argument(
+        "chapters",
+        nargs="*",
+        default=TRAINING_CHAPTERS,
+        help="notebook paths or two-digit chapter numbers (default: the training chapters)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(6)), help="seeds (default 0-5)")
     parser.add_argument("--scale", default="cpu", help='the notebooks\' scale parameter (default "cpu")')
     parser.add_argument("--keep", type=Path, help="folder for the executed notebooks (default: discarded)")
@@ -89,8 +110,7 @@ def main() -> int:
     args = parser.parse_args()
 
     if str(ROOT) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        print(f"note: PYTHONPATH does not contain {ROOT}; the kernels may import another companion",
-              file=sys.stderr)
+        print(f"note: PYTHONPATH does not contain {ROOT}; the kernels may import another companion", file=sys.stderr)
     notebooks = [resolve(c) for c in args.chapters]
     results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,12 +120,15 @@ def main() -> int:
             for seed in args.seeds:
                 ok, seconds, message = run_one(nb, seed, out_dir, args.scale, args.timeout)
                 results[nb, seed] = (ok, seconds, message)
-                print(f"{nb.stem} seed {seed}: {'pass' if ok else 'FAIL'} in {seconds:.0f} s"
-                      + (f"  {message}" if message else ""), flush=True)
+                print(
+                    f"{nb.stem} seed {seed}: {'pass' if ok else 'FAIL'} in {seconds:.0f} s" + (f"  {message}" if message else ""),
+                    flush=True,
+                )
+                if args.markdown:  # the table so far, in case the sweep is stopped
+                    args.markdown.write_text(table(notebooks, args.seeds, results) + "\n", encoding="utf-8")
 
     text = table(notebooks, args.seeds, results)
-    failures = [f"- {nb.stem}, seed {seed}: {results[nb, seed][2]}"
-                for nb in notebooks for seed in args.seeds if not results[nb, seed][0]]
+    failures = [f"- {nb.stem}, seed {seed}: {results[nb, seed][2]}" for nb in notebooks for seed in args.seeds if not results[nb, seed][0]]
     print()
     print(text)
     if failures:
