@@ -200,7 +200,7 @@ def main(argv=None) -> int:
             for s in sorted(sentences, key=lambda s: -len(s.split()))[: args.long]:
                 print(f"    {len(s.split()):3d}  {' '.join(s.split())[:160]}")
     if args.strict:
-        print(f"\nStrict count (the notebooks' Markdown, English); target as above")
+        print("\nStrict count (the notebooks' Markdown, English); target as above")
         print(f"{'page':<34} {'n':>5} {'med':>5} {'>40':>6}")
         for page, cells in notebook_markdown(args.page).items():
             m = measure(n for cell in cells for n in strict_sentences(cell))

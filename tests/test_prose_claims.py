@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import prose_claims  # noqa: E402
 
+
 def _key(claim):
     return claim.notebook, " ".join(claim.text.split())
 

@@ -42,6 +42,6 @@ from .models import (
 from .recording import ModuleCall, OpCall, Recording, record
 from .torchview import NO_DOT_NOTE, has_dot, show_torchview, torchview_graph
 
-__all__ = ["Block", "Diagram", "Group", "Link", "ModuleCall", "OpCall", "Recording", "captioner_diagram",
-           "gpt_diagram", "has_dot", "multihead_diagram", "record", "seq2seq_diagram", "show_torchview",
-           "torchview_graph", "transformer_diagram", "vit_diagram"]
+__all__ = ["NO_DOT_NOTE", "Block", "Diagram", "Group", "Link", "ModuleCall", "OpCall", "Recording",
+           "captioner_diagram", "gpt_diagram", "has_dot", "multihead_diagram", "pretty_dims", "record",
+           "seq2seq_diagram", "show_torchview", "torchview_graph", "transformer_diagram", "vit_diagram"]
