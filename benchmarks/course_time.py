@@ -5,6 +5,13 @@ the slowest cells (the training cells), and the kernel's peak memory.
     python benchmarks/course_time.py --markdown times.md  # also write a Markdown table
     python benchmarks/course_time.py notebooks/05_multihead_attention.ipynb
     python benchmarks/course_time.py --scale gpu          # the notebooks' larger setting
+    python benchmarks/course_time.py --from-build-log build.log --json t.json --markdown t.md
+
+``--from-build-log`` runs nothing: it reads the chapters' times from the log of a book build
+(``jupyter-book build`` prints "Executed notebook in N seconds" for each chapter it runs), for
+example the log of ``.ci/run``. The chapters' *Time:* lines quote
+``benchmarks/results/cpu_build_times.json``, written this way from a quiet CI run
+(``tests/test_repository.py`` ties each line to it).
 
 Budget (2-core CPU, scale="cpu"): every notebook <= 90 s, the whole course <= 10 minutes.
 The exit status is 1 when a notebook fails or exceeds the budget.
@@ -17,14 +24,15 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
 
+import nbformat
 import torch
 from nbclient import NotebookClient
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
+from notebook_parameters import with_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_NOTEBOOK_S = 90.0
@@ -53,9 +61,9 @@ def cell_label(cell) -> str:
 
 
 def time_notebook(path: Path, timeout: int, scale: str | None = None) -> dict:
-    nb = load_notebook_node(str(path))
-    if scale is not None:  # papermill's injected-parameters cell, after the `parameters` cell
-        nb = parameterize_notebook(nb, {"scale": scale}, kernel_name="python3", language="python")
+    nb = nbformat.read(path, as_version=4)
+    if scale is not None:  # an injected-parameters cell after the `parameters` cell, as papermill's
+        nb = with_parameters(nb, scale=scale)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
                             resources={"metadata": {"path": str(path.parent)}})
     peak = None
@@ -83,13 +91,30 @@ def time_notebook(path: Path, timeout: int, scale: str | None = None) -> dict:
 def markdown_table(results: list[dict]) -> str:
     lines = ["| Chapter | wall time (s) | kernel peak memory (MiB) | slowest cells (s) |", "|---|---:|---:|---|"]
     for r in results:
-        slow = "; ".join(f"`{label}` {s:.0f}" for label, s in r["slow_cells"][:3]) or "none over 3 s"
+        if r["slow_cells"] is None:  # read from a build's log: cells not timed
+            slow = "not recorded"
+        else:
+            slow = "; ".join(f"`{label}` {s:.0f}" for label, s in r["slow_cells"][:3]) or "none over 3 s"
         peak = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "?"
         status = f" **failed: {r['error']}**" if r["error"] else ""
         lines.append(f"| {r['notebook']} | {r['seconds']:.0f}{status} | {peak} | {slow} |")
     total = sum(r["seconds"] for r in results)
     lines.append(f"| **all chapters** | **{total:.0f}** | | |")
     return "\n".join(lines)
+
+
+BUILD_LINE = re.compile(r"notebooks/(\d\d_\w+\.ipynb): Executed notebook in ([\d.]+) seconds")
+
+
+def from_build_log(log: Path) -> list[dict]:
+    """The chapters' execution times from a book build's log (the first build in it: English)."""
+    results = {}
+    for name, seconds in BUILD_LINE.findall(log.read_text(encoding="utf-8", errors="replace")):
+        results.setdefault(name, {"notebook": name, "scale": "cpu", "seconds": float(seconds), "peak_mib": None,
+                                  "error": None, "slow_cells": None})
+    if not results:
+        raise SystemExit(f"{log}: no 'Executed notebook in N seconds' line (is it a book build's log?)")
+    return [results[name] for name in sorted(results)]
 
 
 def main() -> int:
@@ -100,7 +125,19 @@ def main() -> int:
     parser.add_argument("--no-budget", action="store_true", help="report only; do not fail over budget")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown to this file")
     parser.add_argument("--json", type=Path, help="write the raw results to this file")
+    parser.add_argument("--from-build-log", type=Path, help="read the times from a book build's log; run nothing")
+    parser.add_argument("--label", help="--from-build-log: where and when the build ran (the table's first line)")
     args = parser.parse_args()
+    if args.from_build_log:
+        results = from_build_log(args.from_build_log)
+        table = markdown_table(results)
+        source = args.label or f"the book's build (log {args.from_build_log.name})"
+        print(table)
+        if args.markdown:
+            args.markdown.write_text(f"Measured in {source}.\n\n{table}\n", encoding="utf-8")
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+        return 0
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
     results = []
     for path in paths:

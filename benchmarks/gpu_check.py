@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 import jupytext
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
+import nbformat
+from notebook_parameters import with_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_TIMES = ROOT / "benchmarks" / "results" / "cpu_course_time.json"
@@ -36,11 +36,11 @@ NO_GPU_TESTS = ["test_browser.py", "test_teaching.py", "test_wheel.py", "test_re
 
 def notebook_script(notebook: Path, scale: str) -> str:
     """The code cells of a chapter as one script (jupytext's percent format), without the
-    Colab install cell, with ``scale`` set by papermill's injected-parameters cell (as
-    course_time.py does). Magics become comments; Markdown becomes comments."""
-    nb = load_notebook_node(str(notebook))
+    Colab install cell, with ``scale`` set in an injected-parameters cell (papermill's
+    convention, as course_time.py does). Magics become comments; Markdown becomes comments."""
+    nb = nbformat.read(notebook, as_version=4)
     nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and "%pip" in c.source)]
-    nb = parameterize_notebook(nb, {"scale": scale}, kernel_name="python3", language="python")
+    nb = with_parameters(nb, scale=scale)
     return "import matplotlib\nmatplotlib.use('Agg')\n\n" + jupytext.writes(nb, fmt="py:percent")
 
 

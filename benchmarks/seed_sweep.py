@@ -28,6 +28,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from notebook_parameters import with_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -51,18 +52,6 @@ def first_error_line(error: BaseException) -> str:
     ename = getattr(error, "ename", type(error).__name__)
     evalue = str(getattr(error, "evalue", error)).strip().splitlines()
     return f"{ename}: {evalue[0] if evalue else ''}"[:100]
-
-
-def with_parameters(notebook: nbformat.NotebookNode, **values) -> nbformat.NotebookNode:
-    """The notebook with a cell setting ``values`` inserted after its ``parameters`` cell."""
-    tagged = [i for i, cell in enumerate(notebook.cells) if "parameters" in cell.get("metadata", {}).get("tags", [])]
-    if not tagged:
-        raise ValueError("the notebook has no cell tagged 'parameters'")
-    i = tagged[0]
-    source = "\n".join(f"{name} = {value!r}" for name, value in values.items())
-    injected = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
-    notebook.cells.insert(i + 1, injected)
-    return notebook
 
 
 def run_one(notebook: Path, seed: int, out_dir: Path, scale: str, timeout: int) -> tuple[bool, float, str]:
