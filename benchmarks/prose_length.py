@@ -75,18 +75,19 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 STRICT_END = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+")
 
 
-def strict_sentences(markdown: str) -> list[int]:
-    """The word counts of the English sentences of one Markdown cell, by the strict count."""
+def strict_sentence_texts(markdown: str) -> list[str]:
+    """The English sentences of one Markdown cell, as plain text, by the strict count."""
     text = DISPLAY_MATH.sub(" ", FENCE.sub(" ", markdown))
     text = LINK.sub(r"\1", ROLE.sub(r"\1", TAGS.sub(" ", text)))
     text = re.sub(r"\b(e\.g|i\.e)\.", r"\1", text)
     lines = [line for line in text.split("\n") if not line.strip().startswith(("#", "|", "%"))]
-    counts = []
-    for sentence in STRICT_END.split(" ".join(LIST_ITEM.sub("", line) for line in lines)):
-        words = [w for w in sentence.split() if WORD.search(w)]
-        if words:
-            counts.append(len(words))
-    return counts
+    joined = " ".join(LIST_ITEM.sub("", line) for line in lines)
+    return [" ".join(s.split()) for s in STRICT_END.split(joined) if any(WORD.search(w) for w in s.split())]
+
+
+def strict_sentences(markdown: str) -> list[int]:
+    """The word counts of the English sentences of one Markdown cell, by the strict count."""
+    return [len([w for w in s.split() if WORD.search(w)]) for s in strict_sentence_texts(markdown)]
 
 
 def notebook_markdown(page_filter: str = "") -> dict[str, list[str]]:
@@ -102,15 +103,15 @@ def notebook_markdown(page_filter: str = "") -> dict[str, list[str]]:
     return pages
 
 
+def english_sentence_texts(text: str) -> list[str]:
+    """The English sentences of one message, as plain text, cut as documented above."""
+    plain = ABBREVIATIONS.sub(lambda m: m.group(1), _plain(text))
+    return [" ".join(s.split()) for s in EN_END.split(plain) if any(WORD.search(w) for w in s.split())]
+
+
 def english_sentences(text: str) -> list[int]:
     """The word counts of the English sentences of one message."""
-    plain = ABBREVIATIONS.sub(lambda m: m.group(1), _plain(text))
-    counts = []
-    for sentence in EN_END.split(plain):
-        words = [w for w in sentence.split() if WORD.search(w)]
-        if words:
-            counts.append(len(words))
-    return counts
+    return [len([w for w in s.split() if WORD.search(w)]) for s in english_sentence_texts(text)]
 
 
 def chinese_sentences(text: str, han_per_word: float) -> list[float]:
@@ -193,12 +194,9 @@ def main(argv=None) -> int:
         print(f"{page:<34} {en['sentences']:5d} {en['median']:5.1f} {en['long_share']:6.1%}   "
               f"{zh['sentences']:5d} {zh['median']:5.1f} {zh['long_share']:6.1%}{mark}")
         if args.long:
-            sentences = []
-            for m, _ in pairs:
-                plain = ABBREVIATIONS.sub(lambda x: x.group(1), _plain(m))
-                sentences += [s for s in EN_END.split(plain) if s.strip()]
-            for s in sorted(sentences, key=lambda s: -len(s.split()))[: args.long]:
-                print(f"    {len(s.split()):3d}  {' '.join(s.split())[:160]}")
+            sentences = [x for m, _ in pairs for x in english_sentence_texts(m)]
+            for x, n in sorted(((x, english_sentences(x)[0]) for x in sentences), key=lambda xn: -xn[1])[: args.long]:
+                print(f"    {n:3d}  {x[:160]}")
     if args.strict:
         print("\nStrict count (the notebooks' Markdown, English); target as above")
         print(f"{'page':<34} {'n':>5} {'med':>5} {'>40':>6}")
@@ -209,15 +207,9 @@ def main(argv=None) -> int:
             print(f"{page:<34} {m['sentences']:5d} {m['median']:5.1f} {m['long_share']:6.1%}"
                   + ("" if meets(m) else "  <- misses"))
             if args.long:
-                sentences = []
-                for cell in cells:
-                    text = DISPLAY_MATH.sub(" ", FENCE.sub(" ", cell))
-                    lines = [x for x in text.split("\n") if not x.strip().startswith(("#", "|", "%"))]
-                    text = " ".join(LIST_ITEM.sub("", x) for x in lines)
-                    sentences += [" ".join(x.split()) for x in STRICT_END.split(text) if x.strip()]
-                longest = sorted(sentences, key=lambda x: -len([w for w in x.split() if WORD.search(w)]))
-                for x in longest[: args.long]:
-                    print(f"    {len([w for w in x.split() if WORD.search(w)]):3d}  {x[:200]}")
+                sentences = [x for cell in cells for x in strict_sentence_texts(cell)]
+                for x, n in sorted(((x, strict_sentences(x)[0]) for x in sentences), key=lambda xn: -xn[1])[: args.long]:
+                    print(f"    {n:3d}  {x[:200]}")
     if args.check and failing:
         print(f"{len(failing)} chapter(s) miss the target: {', '.join(failing)}")
         return 1
