@@ -182,9 +182,9 @@ def update_translations(language: str = "zh_CN") -> None:
         if after == before:  # nothing changed: keep the file (and its header's date)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as f:
+        with path.open("wb") as f:  # no "#| msgid" lines: read back, wrapped ones became stray comments
             write_po(f, catalog, width=0, no_location=True, omit_header=False,
-                     include_previous=True, sort_output=False)
+                     include_previous=False, sort_output=False)
     for stale in sorted((LOCALES / language / "LC_MESSAGES").rglob("*.po")):
         page = stale.relative_to(LOCALES / language / "LC_MESSAGES").with_suffix("").as_posix()
         if page not in templates:
