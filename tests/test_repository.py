@@ -5,6 +5,7 @@ that fits the book's column."""
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -66,6 +67,48 @@ def test_chapter_follows_the_conventions(path):
     assert header.startswith("# "), "the first cell must be the chapter title"
     assert "What you will learn" in header, "the header must say what the reader will learn"
     assert re.search(r"\*Time:\* about \d+ s on a 2-core CPU", header), "the header must say how long the chapter takes"
+
+
+BUILD_TIMES = ROOT / "benchmarks" / "results" / "cpu_build_times.json"
+
+
+def stated_time(header: str) -> int:
+    return int(re.search(r"\*Time:\* about (\d+) s on a 2-core CPU", header).group(1))
+
+
+def time_line_matches(stated: float, measured: float) -> bool:
+    """'about N s' is N rounded to the nearest 5 s (or second, under 20 s) of the measured time."""
+    return abs(stated - measured) <= max(2.5, 0.1 * measured)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_time_line_quotes_the_stored_build_time(path):
+    """A chapter's *Time:* line is the time of its stored measurement (a quiet CI build,
+    benchmarks/course_time.py --from-build-log), and names that file: it cannot drift."""
+    header = source(cells(path)[0])
+    measured = {r["notebook"]: r["seconds"] for r in json.loads(BUILD_TIMES.read_text(encoding="utf-8"))}
+    assert path.name in measured, f"{path.name} is not in {BUILD_TIMES.name}: measure it"
+    assert time_line_matches(stated_time(header), measured[path.name]), (
+        f"{path.name}: the *Time:* line says about {stated_time(header)} s; {BUILD_TIMES.name} has "
+        f"{measured[path.name]:.1f} s")
+    assert "cpu_build_times.md" in header, "the *Time:* line must name benchmarks/results/cpu_build_times.md"
+
+
+def test_time_line_check_fails_on_a_stale_time():
+    assert time_line_matches(50, 48.9) and time_line_matches(7, 6.8) and time_line_matches(85, 82.6)
+    assert not time_line_matches(25, 48.9) and not time_line_matches(15, 23.0)
+
+
+def test_build_times_are_read_from_a_build_log(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import course_time
+
+    log = tmp_path / "build.log"
+    log.write_text("/x/notebooks/02_b.ipynb: Executed notebook in 36.04 seconds [mystnb]\n"
+                   "/x/notebooks/01_a.ipynb: Executed notebook in 48.89 seconds [mystnb]\n"
+                   "/x/notebooks/01_a.ipynb: Executed notebook in 9.00 seconds [mystnb]\n", encoding="utf-8")
+    rows = course_time.from_build_log(log)
+    assert [(r["notebook"], r["seconds"]) for r in rows] == [("01_a.ipynb", 48.89), ("02_b.ipynb", 36.04)]
 
 
 def long_code_lines(path, limit=CODE_COLUMNS):
