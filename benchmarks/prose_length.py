@@ -90,6 +90,21 @@ def strict_sentences(markdown: str) -> list[int]:
     return [len([w for w in s.split() if WORD.search(w)]) for s in strict_sentence_texts(markdown)]
 
 
+SPACE_END = re.compile(r"(?<=[.!?]) ")
+
+
+def space_only_sentences(markdown: str) -> list[int]:
+    """The word counts of one Markdown cell by the loosest reader's count (issue #37): a sentence
+    ends only at ``.``, ``!`` or ``?`` followed by a space, so a line break, a heading, a list
+    item or a table row does not end one; math, code and link targets count as one word."""
+    text = FENCE.sub(" ", markdown)
+    text = MATH.sub(" X ", text)
+    text = LINK.sub(r"\1", ROLE.sub(r"\1", TAGS.sub(" ", text)))
+    text = CODE.sub("C", text)
+    counts = [len([w for w in s.split() if WORD.search(w)]) for s in SPACE_END.split(text)]
+    return [n for n in counts if n]
+
+
 def notebook_markdown(page_filter: str = "") -> dict[str, list[str]]:
     """``{page: [Markdown cell, ...]}`` for every chapter's notebook."""
     import json

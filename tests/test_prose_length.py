@@ -60,6 +60,21 @@ def test_chapter_meets_the_target_by_the_strict_count(notebook_cells, page):
     assert prose_length.meets(m), f"{page} (strict count): {m}"
 
 
+@pytest.mark.parametrize("page", MEETING)
+def test_chapter_meets_the_target_by_the_space_only_count(notebook_cells, page):
+    """The same target by the loosest count (a sentence ends only at . ! ? and a space), the one
+    a review of issue #37 used: it joins a paragraph's last sentence with the next paragraph's
+    first, so a chapter passes it only if those joins stay short too."""
+    m = prose_length.measure(n for cell in notebook_cells[page] for n in prose_length.space_only_sentences(cell))
+    assert prose_length.meets(m), f"{page} (space-only count): {m}"
+
+
+def test_the_space_only_count_joins_across_line_breaks():
+    cell = "One two three.\n\n## Head\n\nFour five $x + y$ `code`. Six seven.\n- eight"
+    # the first sentence runs on through the heading into the next paragraph
+    assert prose_length.space_only_sentences(cell) == [8, 3]
+
+
 def test_the_strict_count_gives_no_benefit_of_the_doubt():
     cell = ("## A heading that is left out\n\nThe score is:\n\n$$\ns = q^T k\n$$\n\nwhere $q$ is a query "
             "and $W^Q \\in \\mathbb{R}^{d}$ a matrix. Three parts:\n\n- the queries\n- the keys. Done!\n\n"
