@@ -241,3 +241,69 @@ def test_chapter_6_figure_falls_back_to_pinyin_without_a_cjk_font():
     printed = _run_chapter_6_verse_figure_without_cjk_font()
     assert "largest change without positions" in printed, printed[-2000:]
     assert "missing from font" not in printed, printed[-2000:]
+
+
+# --- one Chinese term per English term (locales/zh_CN/terms.tsv) -----------------------------
+
+TERMS = ROOT / "locales" / "zh_CN" / "terms.tsv"
+# code spans, math, roles and link targets keep their English
+_PROTECTED = re.compile(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)", re.DOTALL)
+
+
+def term_list():
+    rows = [line.split("\t") for line in TERMS.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+    return [(en, zh, [a for a in avoid.split(",") if a], always == "yes") for en, zh, avoid, always in rows]
+
+
+def _prose(text: str) -> str:
+    return _PROTECTED.sub(" ", text)
+
+
+def _avoided(text: str, form: str) -> bool:
+    """Whether `form` occurs in `text` as the term to avoid (a Latin form as a whole word, and not
+    as the English gloss in brackets after its Chinese term, e.g. 奈特（nat）)."""
+    if re.search(r"[A-Za-z]", form):
+        return re.search(rf"(?<![A-Za-z（(]){re.escape(form)}(?![A-Za-z）)])", text) is not None
+    if form == "贪婪解码":  # the glossary records the lecture notes' name: 贪心解码（讲义：贪婪解码）
+        text = text.replace("讲义：贪婪解码", "")
+    return form in text
+
+
+def term_problems(catalogs) -> list[str]:
+    problems = []
+    for po in catalogs:
+        catalog = read_po(po)
+        for message in catalog:
+            if not message.id or not message.string:
+                continue
+            zh, en = _prose(message.string), _prose(message.id)
+            for term_en, term_zh, avoid, always in term_list():
+                problems += [f"{po.name}: '{form}' for '{term_en}' (the term is {term_zh}): {message.string[:80]}"
+                             for form in avoid if _avoided(zh, form)]
+                if always and term_en.lower() in en.lower() and not any(t in zh for t in term_zh.split("|")):
+                    problems.append(f"{po.name}: '{term_en}' is not {term_zh}: {message.string[:80]}")
+    return problems
+
+
+def read_po(path):
+    from babel.messages.pofile import read_po as babel_read_po
+
+    with path.open("rb") as f:
+        return babel_read_po(f)
+
+
+def test_one_chinese_term_for_each_english_term():
+    catalogs = sorted((ROOT / "locales" / "zh_CN" / "LC_MESSAGES").rglob("*.po"))
+    problems = term_problems(catalogs)
+    assert not problems, f"{len(problems)} translation(s) break locales/zh_CN/terms.tsv:\n" + "\n".join(problems[:40])
+
+
+def test_the_term_check_finds_a_split_term(tmp_path):
+    po = tmp_path / "x.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                  'msgid "Predict, then check: sizes"\nmsgstr "先预测，再验证：大小"\n\n'
+                  'msgid "The loss rose by 0.2 nats."\nmsgstr "损失升高了 0.2 nat。"\n\n'
+                  'msgid "in nats"\nmsgstr "单位为奈特（nat）"\n', encoding="utf-8")
+    problems = term_problems([po])
+    assert len(problems) == 3, problems  # 再验证 (avoided and not 再检查) and the bare nat; the gloss is fine
