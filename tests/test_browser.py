@@ -2,7 +2,9 @@
 
 Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose host
 resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
-render its math or figures fails here. Skipped, with the reason, when the book is not
+render its math or figures fails here. Every chapter and book page of both editions is loaded
+once more to check that it asks the internet for nothing and logs no console error (a failed
+load, an uncaught exception, the theme's complaints). Skipped, with the reason, when the book is not
 built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page, one
 chapter, the architecture diagrams of chapters 5 and 7, chapter 9's caption attention and the
 Chinese edition's landing page and chapter 6 go to ``_build/screenshots/``.
