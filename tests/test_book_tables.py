@@ -90,3 +90,31 @@ def test_the_built_tables_list_every_chapter(edition):
 
 def chapters_cjk(text: str) -> int:
     return sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+
+
+NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def stated_autograded(chapter: str) -> set[int] | None:
+    """The exercises a chapter's *Exercises* introduction says are autograded, or None."""
+    for cell in chapters._cells(ROOT / "notebooks" / f"{chapter}.ipynb"):
+        text = chapters._source(cell)
+        found = re.search(r"Exercises (\d+) to (\d+)(?: and (\d+))? are autograded", text)
+        if found:
+            first, last, extra = found.groups()
+            return set(range(int(first), int(last) + 1)) | ({int(extra)} if extra else set())
+        found = re.search(r"All (\w+)(?: exercises)? are autograded", text)
+        if found:
+            return set(range(1, NUMBERS[found.group(1).lower()] + 1))
+    return None
+
+
+@pytest.mark.parametrize("chapter", course.chapters_with_exercises())
+def test_each_chapter_states_what_the_grader_grades(chapter):
+    """One source of truth: the graded cells. The chapter's sentence ("Exercises 1 to 4 are
+    autograded", "All five exercises are autograded") names exactly the exercises with points
+    (the teaching guide's table shows the same points)."""
+    graded = {i for i, points in enumerate(course.exercise_points(chapter).values(), 1) if points}
+    stated = stated_autograded(chapter)
+    assert stated is not None, f"{chapter}: its Exercises introduction does not say which exercises are autograded"
+    assert stated == graded, f"{chapter} says exercises {sorted(stated)} are autograded; the graded cells: {sorted(graded)}"
