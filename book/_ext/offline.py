@@ -20,7 +20,7 @@ What the stock tools would add, and what this extension does about it:
   Code button (``launch_buttons`` names Colab only), so both are left out; were the button
   turned on, the scripts stay, once each, and Thebe itself still loads only on its click.
 - **The theme's colour mode.** pydata-sphinx-theme logs ``Got invalid theme mode`` when
-  ``default_mode`` is empty; it is set to ``auto`` (follow the reader's system).
+  ``default_mode`` (in ``html_context``) is empty; it is set to ``auto`` (follow the reader's system).
 
 tests/test_offline.py checks the built pages' HTML for outside addresses, and
 tests/test_browser.py loads every page of both editions with the network closed.
@@ -119,7 +119,8 @@ def _offline_scripts(app, pagename, templatename, context, doctree) -> None:
 
 
 def _config_inited(app, config) -> None:
-    config.html_theme_options.setdefault("default_mode", "auto")
+    # pydata-sphinx-theme reads the mode from the template context, not from its options
+    config.html_context = {**config.html_context, "default_mode": config.html_context.get("default_mode") or "auto"}
     config.nb_ipywidgets_js = {}
 
 
