@@ -33,12 +33,35 @@ def chapters_with_exercises() -> list[str]:
     return [ch for ch in all_chapters() if nbgrader_cells(ch)]
 
 
+def is_graded(cell) -> bool:
+    """True for an autograded cell: a code cell that nbgrader grades (a check cell)."""
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade")) and cell["cell_type"] == "code"
+
+
 def graded_cells(chapter: str) -> dict[str, float]:
     """``{grade_id: points}`` of the autograded cells (the code cells that check answers) of a
     chapter, in notebook order. Written answers are manually graded cells worth 0 points
     unless a teacher gives them points; they are not autograded."""
     return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-            for c in nbgrader_cells(chapter) if c["metadata"]["nbgrader"].get("grade") and c["cell_type"] == "code"}
+            for c in nbgrader_cells(chapter) if is_graded(c)}
+
+
+def exercise_points(chapter: str) -> dict[str, float]:
+    """``{exercise label: autograded points}`` of a chapter's exercises, in order: the points of
+    the graded cells (:func:`graded_cells`) after the exercise's text and before the next
+    exercise's. 0 for an exercise that is not autograded (the experiment). The book's teaching
+    guide draws its table from this (book/_ext/chapters.py)."""
+    cells = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4).cells
+    points: dict[str, float] = {}
+    label = None
+    for cell in cells:
+        found = cell.get("metadata", {}).get("exercise", {}).get("label")
+        if found and cell["cell_type"] == "markdown":
+            label = found
+            points[label] = 0
+        elif label is not None and is_graded(cell):
+            points[label] += cell["metadata"]["nbgrader"]["points"]
+    return points
 
 
 def resolve(chapters) -> list[str]:

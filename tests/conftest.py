@@ -57,7 +57,8 @@ def browser(request, chromium, tmp_path_factory):
     every name but 127.0.0.1 to nothing, so a page that needs the internet fails. One per test
     module (tests/test_browser.py, tests/test_jupyterlab.py); a module sets its window with
     ``BROWSER_WINDOW = (width, height)`` and its page-load timeout in seconds with
-    ``BROWSER_PAGE_LOAD_TIMEOUT``."""
+    ``BROWSER_PAGE_LOAD_TIMEOUT``. ``driver.get_log("browser")`` returns the console's
+    messages (errors, failed loads) since the last call."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
     binary, driver_path = chromium
     width, height = getattr(request.module, "BROWSER_WINDOW", (1280, 900))
@@ -68,6 +69,8 @@ def browser(request, chromium, tmp_path_factory):
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", f"--window-size={width},{height}"]:
         options.add_argument(flag)
+    # the console's messages and failed loads, read with driver.get_log("browser")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
     driver.set_page_load_timeout(getattr(request.module, "BROWSER_PAGE_LOAD_TIMEOUT", 60))
     yield driver

@@ -2,7 +2,9 @@
 
 Serves ``_build/html`` on 127.0.0.1 and opens pages in headless Chromium whose host
 resolver maps every name but 127.0.0.1 to nothing, so a page that needs the internet to
-render its math or figures fails here. Skipped, with the reason, when the book is not
+render its math or figures fails here. Every chapter and book page of both editions is loaded
+once more to check that it asks the internet for nothing and logs no console error (a failed
+load, an uncaught exception, the theme's complaints). Skipped, with the reason, when the book is not
 built or Chromium/chromedriver/selenium are missing. Screenshots of the landing page, one
 chapter, the architecture diagrams of chapters 5 and 7, chapter 9's caption attention and the
 Chinese edition's landing page and chapter 6 go to ``_build/screenshots/``.
@@ -119,6 +121,44 @@ def test_chapter_page(server, browser, notebook):
         button = solutions[0].find_element("css selector", "button.toggle-button, .admonition-title")
         browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click();", button)
         WebDriverWait(browser, 10).until(lambda d: len(solutions[0].text) > collapsed[0] + 20)
+
+
+# --- every page of both editions, with the network closed: no failed load, no console error ---
+
+BOOK_PAGES = sorted(f"book/{p.stem}" for p in (ROOT / "book").glob("*.md"))
+EDITIONS = {"en": "", "zh": "zh/"}
+
+
+def console_errors(browser) -> list[str]:
+    """The console's errors since the last call: uncaught exceptions, console.error, failed
+    loads (Chromium logs each as SEVERE)."""
+    return [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def outside_requests(browser, origin: str) -> list[str]:
+    """What the page asked for from another host (with the network closed, each one failed)."""
+    return browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => !n.startsWith(arguments[0]) && !n.startsWith('data:'))", origin)
+
+
+@pytest.mark.parametrize("edition", sorted(EDITIONS))
+@pytest.mark.parametrize("page", [f"notebooks/{p.stem}" for p in CHAPTERS] + BOOK_PAGES)
+def test_page_loads_offline_without_errors(server, browser, edition, page):
+    """Every chapter and book page, English and Chinese: nothing requested from the internet,
+    no failed load and nothing on the console at error level (an uncaught exception, a
+    script that failed to load, the theme's complaints)."""
+    if edition == "zh" and not (HTML / "zh" / "index.html").exists():
+        pytest.skip("the Chinese edition is not built (README, command 1: python tools/build_book.py --language zh_CN)")
+    console_errors(browser)  # forget the previous page's messages
+    open_page(browser, f"{server}/{EDITIONS[edition]}{page}.html")
+    if browser.execute_script("return !!window.MathJax"):
+        wait_for_math(browser)
+    browser.execute_async_script("setTimeout(arguments[0], 500)")  # late scripts, late failures
+    outside = outside_requests(browser, server)
+    errors = console_errors(browser)
+    assert not outside, f"the page asked the internet for {outside}"
+    assert not errors, "console errors:\n" + "\n".join(errors)
 
 
 # Chapters with an architecture diagram (companion.diagrams), found by the start of its alt text.

@@ -11,7 +11,18 @@ from companion import progress
 
 
 def test_with_ipywidgets_the_bar_is_tqdm_auto(monkeypatch):
+    monkeypatch.delenv("COMPANION_PROGRESS", raising=False)
     monkeypatch.setattr(progress, "has_ipywidgets", lambda: True)
+    assert progress.bar_class() is tqdm.auto.tqdm
+
+
+def test_the_book_build_asks_for_the_text_bar(monkeypatch):
+    """Under the book's build (book/_ext/offline.py sets COMPANION_PROGRESS=text) the bar is
+    text even with ipywidgets, so no widget state reaches the pages."""
+    monkeypatch.setattr(progress, "has_ipywidgets", lambda: True)
+    monkeypatch.setenv("COMPANION_PROGRESS", "text")
+    assert progress.bar_class() is tqdm.std.tqdm
+    monkeypatch.setenv("COMPANION_PROGRESS", "widget")
     assert progress.bar_class() is tqdm.auto.tqdm
 
 
