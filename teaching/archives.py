@@ -3,10 +3,16 @@
 An LMS often hands out a class's submissions as one archive, or one archive per student. What an
 archive holds is the student's choice, so :func:`unpack` refuses the whole archive, with a
 reason, when any entry is not a plain file or folder inside it: an absolute path, a ``..``, a
-symbolic link (or any other special file), more than ``max_files`` entries, or more than
-``max_bytes`` once unpacked (counted while unpacking, whatever sizes the archive declares, so a
-zip bomb stops at the cap). Names that are not UTF-8 (old archivers write Latin-1 or cp437) are
-made valid UTF-8 with :func:`teaching.safe_text.file_name`. Nothing is written outside ``dest``.
+symbolic link (or any other special file), a name longer than the file system allows
+(:data:`MAX_NAME` bytes, :data:`MAX_PATH` bytes in all, :data:`MAX_DEPTH` folders deep), a file
+and a folder of one name, more than ``max_files`` entries, or more than ``max_bytes`` once
+unpacked (counted while unpacking, whatever sizes the archive declares, so a zip bomb stops at
+the cap). Any other failure (a corrupt or truncated stream, a compression or "version needed"
+this Python cannot read, an error of the file system) is an :class:`ArchiveError` too, with the
+original error named: :func:`unpack` raises nothing else. Names that are not UTF-8 (old
+archivers write Latin-1 or cp437) keep their bytes on disk, as a folder of such names would;
+the grader shows them escaped (:func:`teaching.safe_text.file_name`). Nothing is written
+outside ``dest``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from . import safe_text
 
 MAX_FILES = 2000  # entries of one archive
 MAX_BYTES = 512 * 2**20  # bytes of one archive once unpacked
+MAX_NAME = 255  # bytes of one file or folder name (most file systems' limit)
+MAX_PATH = 1024  # bytes of an entry's whole path
+MAX_DEPTH = 32  # folders an entry may lie in
 _CHUNK = 1 << 20
 
 
@@ -46,7 +55,12 @@ def _parts(name: str) -> list[str]:
     parts = [p for p in unified.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ArchiveError(f"refused archive: the entry {shown!r} leads out of the archive's folder (..)")
-    return [safe_text.file_name(p) for p in parts]
+    sizes = [len(os.fsencode(p)) for p in parts]
+    if len(parts) > MAX_DEPTH or sum(sizes) + len(parts) > MAX_PATH or any(n > MAX_NAME for n in sizes):
+        raise ArchiveError(f"refused archive: the entry {shown[:100]!r}... is too long or too deep ({len(parts)} "
+                           f"parts, {sum(sizes) + len(parts):,} bytes; at most {MAX_DEPTH} parts of {MAX_NAME} "
+                           f"bytes, {MAX_PATH} in all)")
+    return parts
 
 
 def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> Path:
@@ -56,6 +70,13 @@ def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int
     dest.mkdir(parents=True)
     try:
         _unpack(archive, dest, max_files, max_bytes)
+    except ArchiveError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except Exception as err:  # noqa: BLE001 (whatever an archive does, it is refused with the reason)
+        shutil.rmtree(dest, ignore_errors=True)
+        raise ArchiveError(f"refused archive: it cannot be unpacked ({type(err).__name__}: "
+                           f"{safe_text.cell(str(err))[:300]})") from None
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -65,8 +86,9 @@ def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int
 def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
-        raise ArchiveError(f"refused archive: not a readable zip file ({err})") from None
+    except Exception as err:  # noqa: BLE001 (BadZipFile, OSError, NotImplementedError, ...)
+        raise ArchiveError(f"refused archive: not a readable zip file ({type(err).__name__}: "
+                           f"{safe_text.cell(str(err))[:300]})") from None
     with zf:
         entries = zf.infolist()
         if len(entries) > max_files:
@@ -92,6 +114,16 @@ def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
                 raise ArchiveError(f"refused archive: two entries named {safe_text.cell('/'.join(parts))!r}")
             seen.add(key)
             plan.append((info, parts, is_dir))
+        files = {tuple(parts) for _, parts, is_dir in plan if not is_dir}
+        for _, parts, _ in plan:  # a file and a folder of one name: a/b as a file and a/b/c
+            for n in range(1, len(parts)):
+                if tuple(parts[:n]) in files:
+                    raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(parts[:n]))!r} is both a file and "
+                                       f"a folder")
+        dirs = {tuple(parts) for _, parts, is_dir in plan if is_dir}
+        if files & dirs:
+            raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(min(files & dirs)))!r} is both a file and "
+                               f"a folder")
         total = 0
         for info, parts, is_dir in plan:
             folder = dest.joinpath(*(parts if is_dir else parts[:-1]))
@@ -113,9 +145,9 @@ def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
                             out.write(chunk)
                 except ArchiveError:
                     raise
-                except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as err:
+                except Exception as err:  # noqa: BLE001 (zlib.error, EOFError, NotImplementedError, ...)
                     raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
-                                       f"read ({type(err).__name__}: {err})") from None
+                                       f"read ({type(err).__name__}: {safe_text.cell(str(err))[:300]})") from None
 
 
 def top_folder(dest: Path) -> Path:
