@@ -171,7 +171,10 @@ def _archived_student(archive: Path, student: str, folders: set, staging: Path, 
         root = archives.top_folder(archives.unpack(archive, staging / "unpacked"))
     except archives.ArchiveError as err:
         return refused(student, str(err))
-    return collect_folder(root, student, known)
+    files = collect_folder(root, student, known)
+    if not files.chapters and not files.unmatched:
+        files.unmatched.append((archive.name, "the archive holds no file in its top folder: nothing graded"))
+    return files
 
 
 def _merged(students: list[StudentFiles]) -> list[StudentFiles]:
