@@ -119,12 +119,14 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     try:
+        refused_in_class = []
         if submissions.is_file() and submissions.suffix.lower() == ".zip":  # the class in one archive
             try:
-                submissions = archives.top_folder(archives.unpack(submissions, workdir / "class"))
+                submissions, bad = archives.unpack_class(submissions, workdir / "class")
             except archives.ArchiveError as err:
                 raise SystemExit(f"{safe_text.cell(str(submissions))}: {err}") from None
-        students = intake(submissions, workdir, known)
+            refused_in_class = [refused(name, why) for name, why in sorted(bad.items())]
+        students = intake(submissions, workdir, known, refused_in_class)
         if not students:
             raise SystemExit(f"no student folders in {submissions}: expected {submissions}/<student>/<chapter>.ipynb, "
                              f"e.g. {submissions}/alice/04_masking.ipynb (or {submissions}/alice.zip)")
@@ -134,11 +136,13 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def intake(submissions: Path, workdir: Path, known: list[str]) -> list[StudentFiles]:
-    """Every student of ``submissions`` (folders and ``<student>.zip`` archives), one entry per
-    id, each with the notebooks to grade or the FILE rows saying why not. Never raises for what
-    a student handed in: each failure is that student's row."""
-    return _merged(collect(submissions, known) + _archived_students(submissions, workdir / "archives", known))
+def intake(submissions: Path, workdir: Path, known: list[str], also: list[StudentFiles] = ()) -> list[StudentFiles]:
+    """Every student of ``submissions`` (folders and ``<student>.zip`` archives) and of ``also``
+    (the refused folders of a class's archive), one entry per id, each with the notebooks to
+    grade or the FILE rows saying why not. Never raises for what a student handed in: each
+    failure is that student's row."""
+    return _merged(collect(submissions, known) + _archived_students(submissions, workdir / "archives", known)
+                   + list(also))
 
 
 def _archived_students(submissions: Path, staging: Path, known: list[str]) -> list[StudentFiles]:

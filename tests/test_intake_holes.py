@@ -178,10 +178,39 @@ def test_a_class_archive_maps_its_folders_to_ids_validated_the_same_way(tmp_path
                                           (f"subs/al\nice/{CHAPTER}.ipynb", notebook(tmp_path, WRONG)),
                                           (f"subs/alice./{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
     from teaching import archives  # noqa: PLC0415
-    subs = archives.top_folder(unpack(z, tmp_path / "class"))
+    subs, bad = archives.unpack_class(z, tmp_path / "class")
+    assert bad == {}
     students = intake(subs, tmp_path)
     assert [s for s in students if students[s].chapters] == ["alice"]
     assert len(students) == 3 and all("refused" in reasons(students[s]) for s in students if s != "alice")
+
+
+def test_one_students_bad_entries_in_a_class_archive_refuse_that_student_only(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [
+        (f"subs/alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT)),
+        (f"subs/mallory/{CHAPTER}.ipynb", notebook(tmp_path, WRONG)), ("subs/mallory/../../../x", b"x"),
+        ("subs/deep/" + "d/" * 2100 + "x", b""), ("subs/both/x", b""), ("subs/both/x/y", b""),
+        ("subs/" + "n" * 300 + f"/{CHAPTER}.ipynb", b"{}"), ("__MACOSX/subs/._alice", b""),
+        ("subs/bob.zip", make_zip(tmp_path / "bob.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))]).read_bytes()),
+    ])
+    root, bad = archives.unpack_class(z, tmp_path / "class")
+    assert root == tmp_path / "class" / "subs"
+    assert sorted(bad) == ["both", "deep", "mallory", "n" * 300]
+    assert "leads out" in bad["mallory"] and "too long or too deep" in bad["deep"] + bad["n" * 300]
+    assert sorted(p.name for p in root.iterdir()) == ["alice", "bob.zip"]  # nothing of theirs is left
+    assert not (tmp_path / "x").exists() and not (tmp_path / "class" / "x").exists()
+    students = autograde.intake(root, tmp_path / "work", KNOWN, [submissions.refused(n, w) for n, w in bad.items()])
+    assert [s.student for s in students if s.chapters] == ["alice", "bob"]
+    assert len(students) == 6 and all(s.unmatched for s in students if not s.chapters)
+
+
+def test_an_entry_of_no_students_refuses_the_class_archive(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [(f"subs/alice/{CHAPTER}.ipynb", b"{}"), ("../x", b"")])
+    with pytest.raises(ArchiveError, match="leads out"):
+        archives.unpack_class(z, tmp_path / "class")
+    assert not (tmp_path / "class").exists() and not (tmp_path / "x").exists()
 
 
 # -- item 5: two names that would be one id ----------------------------------------------------
