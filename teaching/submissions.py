@@ -80,9 +80,11 @@ def id_problem(name: str) -> str | None:
 
     An id is one plain name: not empty, not ``.`` or ``..``, no separator (``/``, ``\\``), no
     control or format character (newline, NUL, a right-to-left override), no space or dot at its
-    ends (Windows drops them, so ``alice.`` would be ``alice``), at most :data:`MAX_ID`
-    characters. Bytes that are not UTF-8 (an old archiver's Latin-1) are allowed: the id shows
-    them escaped (``jos\\xe9``), and :func:`id_key` finds the names that would look the same."""
+    ends (Windows drops them, so ``alice.`` would be ``alice``), no dot first (a hidden name), at
+    most :data:`MAX_ID` characters, and letters of one alphabet among those that look alike
+    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused). Bytes that are
+    not UTF-8 (an old archiver's Latin-1) are allowed: the id shows them escaped
+    (``jos\\xe9``), and :func:`id_key` finds the names that would look the same."""
     shown = shown_name(name)
     if name in ("", ".", ".."):
         return f"refused: {shown} is not a student id (empty, '.' or '..')"
@@ -95,17 +97,26 @@ def id_problem(name: str) -> str | None:
     if name != name.strip() or name.endswith(".") or unicodedata.category(name[0])[0] == "Z" or \
             unicodedata.category(name[-1])[0] == "Z":
         return f"refused: the student id {shown} begins or ends with a space or ends with a dot"
+    if name.startswith("."):
+        return f"refused: the student id {shown} begins with a dot (a hidden name)"
     if len(text) > MAX_ID:
         return f"refused: the student id {shown[:80]}... is longer than {MAX_ID} characters"
+    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()} & _LOOK_ALIKE_SCRIPTS
+    if len(scripts) > 1:
+        return (f"refused: the student id {shown} mixes {' and '.join(sorted(s.title() for s in scripts))} letters "
+                f"(a look-alike of another id?)")
     return None
+
+
+_LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
 
 
 def id_key(student: str) -> str:
     """What two ids must differ in to be two students: not only case (``Alice``, ``alice``: one
     folder on a case-insensitive file system), nor Unicode compatibility forms (``ａlice``,
-    ``alice``; a composed or decomposed ``é``), nor an escape (``jos\\xe9``) against the bytes
-    it escapes."""
-    return unicodedata.normalize("NFKC", student).casefold()
+    ``alice``; a composed or decomposed ``é``), nor anything the CSV writes alike (an escape
+    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``)."""
+    return unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
 
 
 class _TooBig(ValueError):

@@ -159,7 +159,8 @@ def test_an_archive_named_dot_dot_zip_cannot_replace_a_classmate(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["al\nice", "al\x1b[2Jice", "\u202eecila", "alice\u200b", "alice.", "alice ",
-                                  " alice", "a\\lice", "x" * 65])
+                                  " alice", "alice\u3000", "a\\lice", "x" * 65, "\u0430lice",
+                                  "\u03b1lice"])
 def test_a_folder_whose_name_is_no_id_is_refused_with_a_row(tmp_path, name):
     subs = tmp_path / "subs"
     (subs / name).mkdir(parents=True)
@@ -220,6 +221,8 @@ def test_an_entry_of_no_students_refuses_the_class_archive(tmp_path):
     (b"alice", "\uff41lice".encode()),  # a full-width a
     (b"Alice", b"alice"),  # one folder on a case-insensitive file system
     ("jos\u00e9".encode(), "jose\u0301".encode()),  # composed and decomposed
+    (b"=x", b"'=x"),  # one cell in the CSV, which quotes a formula
+    ("stra\u00dfe".encode(), b"STRASSE"),  # casefolded alike
 ])
 def test_two_names_of_one_id_are_both_refused_and_both_named(tmp_path, first, second):
     subs = tmp_path / "subs"
@@ -236,6 +239,23 @@ def test_two_names_of_one_id_are_both_refused_and_both_named(tmp_path, first, se
     named = {name for _, name, _ in rows}
     assert named == {repr(first), repr(second)}, rows  # both named, each row naming both
     assert all(repr(first) in why and repr(second) in why and "refused" in why for _, _, why in rows), rows
+
+
+@pytest.mark.parametrize("name", ["alice", "Jos\u00e9", "jos\udce9", "\u5f20\u4f1f", "Zhang Wei", "o'brien",
+                                  "s1234567", "\u0391\u03b8\u03b7\u03bd\u03ac", "x" * 64])
+def test_honest_ids_are_ids(name):
+    assert submissions.id_problem(name) is None
+
+
+def test_archives_named_like_hidden_or_look_alike_ids_are_refused_with_a_row(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in (".alice", "\u0430lice", "alice\u202e", "alice."):
+        make_zip(subs / f"{name}.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "alice.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    students = intake(subs, tmp_path)
+    assert [s for s in students if students[s].chapters] == ["alice"]
+    assert len(students) == 5 and all("refused" in reasons(students[s]) for s in students if s != "alice")
 
 
 def test_a_folder_and_an_archive_of_one_student_are_no_collision(tmp_path):
