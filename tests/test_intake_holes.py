@@ -478,3 +478,14 @@ def test_both_colliding_names_are_named(graded_class):
     rows, _, _ = graded_class
     named = sorted(r["chapter"] for r in rows if r["student"] == "jos\\xe9" and r["cell"] == "FILE")
     assert named == sorted([repr(b"jos\xe9"), repr(b"jos\\xe9")])
+
+
+def test_the_guide_states_the_caps_the_code_keeps():
+    from teaching import archives  # noqa: PLC0415
+    text = " ".join((ROOT / "book" / "teaching.md").read_text(encoding="utf-8").split())
+    for claim in (f"{submissions.MAX_NOTEBOOK // 2**20} MB is refused before it is parsed",
+                  f"more than {submissions.MAX_JSON_OBJECTS:,} JSON objects", f"more than {submissions.MAX_CELLS:,} cells",
+                  f"more than {submissions.MAX_ID} characters", f"({archives.MAX_NAME} bytes a name, "
+                  f"{archives.MAX_PATH} bytes in all, {archives.MAX_DEPTH} folders deep)",
+                  f"more than {archives.MAX_FILES} entries or more than {archives.MAX_BYTES // 2**20} MB"):
+        assert claim in text, claim
