@@ -3,14 +3,21 @@
 An LMS often hands out a class's submissions as one archive, or one archive per student. What an
 archive holds is the student's choice, so :func:`unpack` refuses the whole archive, with a
 reason, when any entry is not a plain file or folder inside it: an absolute path, a ``..``, a
-symbolic link (or any other special file), more than ``max_files`` entries, or more than
-``max_bytes`` once unpacked (counted while unpacking, whatever sizes the archive declares, so a
-zip bomb stops at the cap). Names that are not UTF-8 (old archivers write Latin-1 or cp437) are
-made valid UTF-8 with :func:`teaching.safe_text.file_name`. Nothing is written outside ``dest``.
+symbolic link (or any other special file), a name longer than the file system allows
+(:data:`MAX_NAME` bytes, :data:`MAX_PATH` bytes in all, :data:`MAX_DEPTH` folders deep), a file
+and a folder of one name, more than ``max_files`` entries, or more than ``max_bytes`` once
+unpacked (counted while unpacking, whatever sizes the archive declares, so a zip bomb stops at
+the cap). Any other failure (a corrupt or truncated stream, a compression or "version needed"
+this Python cannot read, an error of the file system) is an :class:`ArchiveError` too, with the
+original error named: :func:`unpack` raises nothing else. Names that are not UTF-8 (old
+archivers write Latin-1 or cp437) keep their bytes on disk, as a folder of such names would;
+the grader shows them escaped (:func:`teaching.safe_text.file_name`). Nothing is written
+outside ``dest``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -20,7 +27,11 @@ from pathlib import Path
 from . import safe_text
 
 MAX_FILES = 2000  # entries of one archive
+MAX_CLASS_FILES = 100_000  # entries of one class's archive
 MAX_BYTES = 512 * 2**20  # bytes of one archive once unpacked
+MAX_NAME = 255  # bytes of one file or folder name (most file systems' limit)
+MAX_PATH = 1024  # bytes of an entry's whole path
+MAX_DEPTH = 32  # folders an entry may lie in
 _CHUNK = 1 << 20
 
 
@@ -46,7 +57,12 @@ def _parts(name: str) -> list[str]:
     parts = [p for p in unified.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ArchiveError(f"refused archive: the entry {shown!r} leads out of the archive's folder (..)")
-    return [safe_text.file_name(p) for p in parts]
+    sizes = [len(os.fsencode(p)) for p in parts]
+    if len(parts) > MAX_DEPTH or sum(sizes) + len(parts) > MAX_PATH or any(n > MAX_NAME for n in sizes):
+        raise ArchiveError(f"refused archive: the entry {shown[:100]!r}... is too long or too deep ({len(parts)} "
+                           f"parts, {sum(sizes) + len(parts):,} bytes; at most {MAX_DEPTH} parts of {MAX_NAME} "
+                           f"bytes, {MAX_PATH} in all)")
+    return parts
 
 
 def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> Path:
@@ -56,66 +72,157 @@ def unpack(archive: Path, dest: Path, max_files: int = MAX_FILES, max_bytes: int
     dest.mkdir(parents=True)
     try:
         _unpack(archive, dest, max_files, max_bytes)
+    except ArchiveError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except Exception as err:  # noqa: BLE001 (whatever an archive does, it is refused with the reason)
+        shutil.rmtree(dest, ignore_errors=True)
+        raise ArchiveError(f"refused archive: it cannot be unpacked ({type(err).__name__}: "
+                           f"{safe_text.cell(str(err))[:300]})") from None
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
     return dest
 
 
-def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
+def _open(archive: Path, max_files: int) -> zipfile.ZipFile:
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
-        raise ArchiveError(f"refused archive: not a readable zip file ({err})") from None
-    with zf:
-        entries = zf.infolist()
-        if len(entries) > max_files:
-            raise ArchiveError(f"refused archive: {len(entries)} entries, more than the {max_files} allowed")
-        plan, seen = [], set()
-        for info in entries:  # every entry judged before anything is written
-            name = _entry_name(info)
-            parts = _parts(name)
-            mode = info.external_attr >> 16
-            shown = safe_text.cell(name)
-            if stat.S_ISLNK(mode):
-                raise ArchiveError(f"refused archive: the entry {shown!r} is a symbolic link")
-            kind = stat.S_IFMT(mode)  # 0 when the archiver wrote no file type (zipfile's writestr)
-            is_dir = info.is_dir() or kind == stat.S_IFDIR
-            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                raise ArchiveError(f"refused archive: the entry {shown!r} is not a regular file")
-            if info.flag_bits & 0x1:
-                raise ArchiveError(f"refused archive: the entry {shown!r} is encrypted")
-            if not parts:
-                continue
-            key = tuple(parts)
-            if key in seen and not is_dir:
-                raise ArchiveError(f"refused archive: two entries named {safe_text.cell('/'.join(parts))!r}")
-            seen.add(key)
-            plan.append((info, parts, is_dir))
-        total = 0
-        for info, parts, is_dir in plan:
-            folder = dest.joinpath(*(parts if is_dir else parts[:-1]))
-            folder.mkdir(parents=True, exist_ok=True)
-            if is_dir:
-                continue
-            target = folder / parts[-1]
-            if target.is_dir():
-                raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(parts))!r} is both a file and a folder")
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
+    except Exception as err:  # noqa: BLE001 (BadZipFile, OSError, NotImplementedError, ...)
+        raise ArchiveError(f"refused archive: not a readable zip file ({type(err).__name__}: "
+                           f"{safe_text.cell(str(err))[:300]})") from None
+    if len(zf.infolist()) > max_files:
+        zf.close()
+        raise ArchiveError(f"refused archive: {len(zf.infolist())} entries, more than the {max_files} allowed")
+    return zf
+
+
+def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
+    with _open(archive, max_files) as zf:
+        _write(zf, _plan(zf.infolist()), dest, max_bytes)
+
+
+def _plan(entries: list[zipfile.ZipInfo], skip: int = 0) -> list[tuple[zipfile.ZipInfo, list[str], bool]]:
+    """(entry, its parts, whether it is a folder) for every entry, the first ``skip`` parts
+    left out; raises ArchiveError for the first entry that is not a plain file or folder inside
+    the archive's folder."""
+    plan, seen = [], set()
+    for info in entries:  # every entry judged before anything is written
+        name = _entry_name(info)
+        parts = _parts(name)[skip:]
+        mode = info.external_attr >> 16
+        shown = safe_text.cell(name)
+        if stat.S_ISLNK(mode):
+            raise ArchiveError(f"refused archive: the entry {shown!r} is a symbolic link")
+        kind = stat.S_IFMT(mode)  # 0 when the archiver wrote no file type (zipfile's writestr)
+        is_dir = info.is_dir() or kind == stat.S_IFDIR
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise ArchiveError(f"refused archive: the entry {shown!r} is not a regular file")
+        if info.flag_bits & 0x1:
+            raise ArchiveError(f"refused archive: the entry {shown!r} is encrypted")
+        if not parts:
+            continue
+        key = tuple(parts)
+        if key in seen and not is_dir:
+            raise ArchiveError(f"refused archive: two entries named {safe_text.cell('/'.join(parts))!r}")
+        seen.add(key)
+        plan.append((info, parts, is_dir))
+    files = {tuple(parts) for _, parts, is_dir in plan if not is_dir}
+    for _, parts, _ in plan:  # a file and a folder of one name: a/b as a file and a/b/c
+        for n in range(1, len(parts)):
+            if tuple(parts[:n]) in files:
+                raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(parts[:n]))!r} is both a file and "
+                                   f"a folder")
+    dirs = {tuple(parts) for _, parts, is_dir in plan if is_dir}
+    if files & dirs:
+        raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(min(files & dirs)))!r} is both a file and "
+                           f"a folder")
+    return plan
+
+
+def _write(zf: zipfile.ZipFile, plan: list, dest: Path, max_bytes: int) -> None:
+    total = 0
+    for info, parts, is_dir in plan:
+        folder = dest.joinpath(*(parts if is_dir else parts[:-1]))
+        folder.mkdir(parents=True, exist_ok=True)
+        if is_dir:
+            continue
+        target = folder / parts[-1]
+        if target.is_dir():
+            raise ArchiveError(f"refused archive: {safe_text.cell('/'.join(parts))!r} is both a file and a folder")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with zf.open(info) as src:
+                    while chunk := src.read(_CHUNK):
+                        total += len(chunk)
+                        if total > max_bytes:
+                            raise ArchiveError(f"refused archive: more than {max_bytes:,} bytes once unpacked "
+                                               f"(a zip bomb?)")
+                        out.write(chunk)
+            except ArchiveError:
+                raise
+            except Exception as err:  # noqa: BLE001 (zlib.error, EOFError, NotImplementedError, ...)
+                raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
+                                   f"read ({type(err).__name__}: {safe_text.cell(str(err))[:300]})") from None
+
+
+def _rough_parts(info: zipfile.ZipInfo) -> list[str]:
+    return [p for p in _entry_name(info).replace("\\", "/").split("/") if p not in ("", ".")]
+
+
+def _ignored(name: str) -> bool:
+    return name != ".." and name.startswith((".", "__MACOSX"))
+
+
+def unpack_class(archive: Path, dest: Path, max_files: int = MAX_CLASS_FILES,
+                 max_bytes: int = MAX_BYTES) -> tuple[Path, dict[str, str]]:
+    """Unpack a whole class's archive into the new folder ``dest``: the folder of student
+    folders (the archive's one top folder, if it has one, else ``dest``) and ``{folder name:
+    why}`` for each student folder (or loose file) refused. Each student's entries are judged
+    and unpacked on their own, with :func:`unpack`'s rules and caps, so one student's bad entry
+    refuses that student only. Raises :class:`ArchiveError` only for what is no student's: an
+    unreadable archive, too many entries, an entry outside every student's folder."""
+    dest.mkdir(parents=True)
+    try:
+        with _open(archive, max_files) as zf:
+            entries = [(info, _rough_parts(info)) for info in zf.infolist()]
+            firsts = {parts[0] for _, parts in entries if parts and not _ignored(parts[0])}
+            wrapper = len(firsts) == 1 and all(len(parts) > 1 for _, parts in entries if parts and parts[0] in firsts)
+            groups: dict[str, list] = {}
+            for info, parts in entries:
+                if parts and _ignored(parts[0]) and not _entry_name(info).startswith(("/", "\\")):
+                    continue  # __MACOSX/, .DS_Store: an archiver's, never unpacked
+                if wrapper:
+                    parts = parts[1:]
+                if not parts or parts[0] == ".." or _entry_name(info).startswith(("/", "\\")) or \
+                        (len(parts[0]) > 1 and parts[0][1] == ":"):
+                    _plan([info])  # an entry of no student's: refuses the archive with the reason
+                    continue
+                groups.setdefault(parts[0], []).append(info)
+            root = dest / next(iter(firsts)) if wrapper else dest
+            root.mkdir(exist_ok=True)
+            refused = {}
+            for student, infos in groups.items():
                 try:
-                    with zf.open(info) as src:
-                        while chunk := src.read(_CHUNK):
-                            total += len(chunk)
-                            if total > max_bytes:
-                                raise ArchiveError(f"refused archive: more than {max_bytes:,} bytes once unpacked "
-                                                   f"(a zip bomb?)")
-                            out.write(chunk)
-                except ArchiveError:
-                    raise
-                except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as err:
-                    raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
-                                       f"read ({type(err).__name__}: {err})") from None
+                    _write(zf, _plan(infos, skip=int(wrapper)), root, max_bytes)
+                except Exception as err:  # noqa: BLE001 (this student's entries only)
+                    why = str(err) if isinstance(err, ArchiveError) else \
+                        f"refused archive: it cannot be unpacked ({type(err).__name__}: {safe_text.cell(str(err))[:300]})"
+                    refused[student] = why
+                    with contextlib.suppress(Exception):
+                        target = root / student
+                        if target.is_dir() and not target.is_symlink():
+                            shutil.rmtree(target)
+                        elif target.exists() or target.is_symlink():
+                            target.unlink()
+    except Exception as err:
+        shutil.rmtree(dest, ignore_errors=True)
+        if isinstance(err, ArchiveError):
+            raise
+        raise ArchiveError(f"refused archive: it cannot be unpacked ({type(err).__name__}: "
+                           f"{safe_text.cell(str(err))[:300]})") from None
+    return root, refused
 
 
 def top_folder(dest: Path) -> Path:

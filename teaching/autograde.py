@@ -38,7 +38,7 @@ from teaching import archives, course, safe_text  # noqa: E402
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import Grader  # noqa: E402
 from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
-from teaching.submissions import StudentFiles, collect, refusal  # noqa: E402
+from teaching.submissions import StudentFiles, collect, collect_folder, id_key, id_problem, refusal, refused, shown_name  # noqa: E402
 
 FIELDS = ["student", "chapter", "cell", "score", "max_score", "status"]
 _graders: dict[str, Grader] = {}
@@ -119,12 +119,14 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
     workdir = Path(tempfile.mkdtemp(prefix="grading-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     try:
+        refused_in_class = []
         if submissions.is_file() and submissions.suffix.lower() == ".zip":  # the class in one archive
             try:
-                submissions = archives.top_folder(archives.unpack(submissions, workdir / "class"))
+                submissions, bad = archives.unpack_class(submissions, workdir / "class")
             except archives.ArchiveError as err:
                 raise SystemExit(f"{safe_text.cell(str(submissions))}: {err}") from None
-        students = _merged(collect(submissions, known) + _archived_students(submissions, workdir / "archives", known))
+            refused_in_class = [refused(name, why) for name, why in sorted(bad.items())]
+        students = intake(submissions, workdir, known, refused_in_class)
         if not students:
             raise SystemExit(f"no student folders in {submissions}: expected {submissions}/<student>/<chapter>.ipynb, "
                              f"e.g. {submissions}/alice/04_masking.ipynb (or {submissions}/alice.zip)")
@@ -134,50 +136,82 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def intake(submissions: Path, workdir: Path, known: list[str], also: list[StudentFiles] = ()) -> list[StudentFiles]:
+    """Every student of ``submissions`` (folders and ``<student>.zip`` archives) and of ``also``
+    (the refused folders of a class's archive), one entry per id, each with the notebooks to
+    grade or the FILE rows saying why not. Never raises for what a student handed in: each
+    failure is that student's row."""
+    return _merged(collect(submissions, known) + _archived_students(submissions, workdir / "archives", known)
+                   + list(also))
+
+
 def _archived_students(submissions: Path, staging: Path, known: list[str]) -> list[StudentFiles]:
     """The students who handed in ``submissions/<student>.zip`` instead of a folder, each archive
-    unpacked safely (:mod:`teaching.archives`); a refused archive is a FILE row with the reason."""
+    unpacked safely (:mod:`teaching.archives`) and graded as the student its name says, whatever
+    folders it holds. An archive whose name is no student id, or that is refused or fails in any
+    way, is a FILE row with the reason; the run goes on."""
     out = []
     folders = {p.name for p in submissions.iterdir() if p.is_dir()}
     zips = sorted(p for p in submissions.iterdir() if p.suffix.lower() == ".zip" and (p.is_symlink() or not p.is_dir()))
     for i, archive in enumerate(zips):
         student = archive.name[: -len(archive.suffix)]
-        files = StudentFiles(safe_text.file_name(student))
-        why = refusal(archive)
-        if student in folders:
-            why = f"refused: {safe_text.file_name(student)} has both a folder and an archive; only the folder is graded"
-            files = None
-        if why is None:
-            try:
-                root = archives.top_folder(archives.unpack(archive, staging / f"{i}" / "unpacked"))
-                (staging / f"{i}" / "student").mkdir()
-                root.rename(staging / f"{i}" / "student" / student)
-                found = collect(staging / f"{i}" / "student", known)
-                files = found[0] if found else files
-            except archives.ArchiveError as err:
-                why = str(err)
-        if files is None:  # the student's folder is graded; the FILE row goes with it (_merged)
-            out.append(StudentFiles(safe_text.file_name(student), unmatched=[(archive.name, why)]))
-            continue
-        if why is not None:
-            files.unmatched.append((archive.name, why))
-        out.append(files)
+        try:
+            out.append(_archived_student(archive, student, folders, staging / f"{i}", known))
+        except Exception as err:  # noqa: BLE001 (one student's archive must not end the run)
+            out.append(refused(student, f"refused: the archive cannot be read ({type(err).__name__}: {err})"))
     return out
+
+
+def _archived_student(archive: Path, student: str, folders: set, staging: Path, known: list[str]) -> StudentFiles:
+    why = id_problem(student)
+    if why is not None:
+        return refused(student, why)
+    why = refusal(archive)
+    if why is None and student in folders:
+        why = f"refused: {safe_text.file_name(student)} has both a folder and an archive; only the folder is graded"
+    if why is not None:  # the folder (if any) is graded; this FILE row goes with it (_merged)
+        return refused(student, why)
+    try:
+        root = archives.top_folder(archives.unpack(archive, staging / "unpacked"))
+    except archives.ArchiveError as err:
+        return refused(student, str(err))
+    files = collect_folder(root, student, known)
+    if not files.chapters and not files.unmatched:
+        files.unmatched.append((archive.name, "the archive holds no file in its top folder: nothing graded"))
+    return files
 
 
 def _merged(students: list[StudentFiles]) -> list[StudentFiles]:
     """One entry per student id, in order: a student with a folder and an archive keeps the
-    folder's notebooks and the archive's FILE row."""
-    by_id: dict[str, StudentFiles] = {}
+    folder's notebooks and the archive's FILE row. Two different names that would be one id
+    (``jos\\xe9`` escaped and written out, ``Alice`` and ``alice``, ``ａlice`` and ``alice``:
+    :func:`~teaching.submissions.id_key`) are a collision: neither is graded, and each one's FILE
+    row names them all."""
+    groups: dict[str, list[StudentFiles]] = {}
     for s in students:
-        if s.student not in by_id:
-            by_id[s.student] = s
+        groups.setdefault(id_key(s.student), []).append(s)
+    out = []
+    for key in sorted(groups):
+        group = groups[key]
+        sources = sorted({s.source for s in group}, key=shown_name)
+        if len(sources) > 1:
+            named = ", ".join(shown_name(n) for n in sources)
+            by_id: dict[str, StudentFiles] = {}
+            for s in group:
+                entry = by_id.setdefault(s.student, StudentFiles(s.student, source=s.source))
+                why = (f"refused: {len(sources)} folders or archives give one student id: {named}; none of them is "
+                       f"graded (rename them apart)")
+                if (shown_name(s.source), why) not in entry.unmatched:
+                    entry.unmatched.append((shown_name(s.source), why))
+            out += [by_id[k] for k in sorted(by_id)]
             continue
-        first = by_id[s.student]
-        for ch, path in s.chapters.items():
-            first.chapters.setdefault(ch, path)
-        first.unmatched.extend(s.unmatched)
-    return [by_id[k] for k in sorted(by_id)]
+        first = group[0]
+        for s in group[1:]:
+            for ch, path in s.chapters.items():
+                first.chapters.setdefault(ch, path)
+            first.unmatched.extend(s.unmatched)
+        out.append(first)
+    return out
 
 
 def _autograde(submissions, students, known, chapters, timeout, jobs, isolate, workdir, memory_mb) -> list[dict]:

@@ -7,9 +7,11 @@ reported, never silently dropped.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,9 +60,100 @@ class StudentFiles:
     chapters: dict[str, Path] = field(default_factory=dict)  # chapter -> the file graded
     notes: dict[str, str] = field(default_factory=dict)  # chapter -> what else was found
     unmatched: list[tuple[str, str]] = field(default_factory=list)  # (file name, why)
+    source: str = ""  # the folder or archive name the id came from, exactly (see shown_name)
 
 
-MAX_NOTEBOOK = 64 * 2**20  # bytes of one submitted notebook
+MAX_NOTEBOOK = 16 * 2**20  # bytes of one submitted notebook, checked before it is parsed
+MAX_CELLS = 2000  # cells of one submitted notebook (the course's have fewer than 200)
+MAX_JSON_OBJECTS = 100_000  # JSON objects of one notebook, counted while decoding it
+MAX_ID = 64  # characters of a student id
+
+
+def shown_name(name: str) -> str:
+    """A file or folder name shown so that two different names never look the same: its bytes
+    as Python writes them (``b'jos\\xe9'`` for the Latin-1 byte, ``b'jos\\\\xe9'`` for a backslash)."""
+    return repr(os.fsencode(name))
+
+
+def id_problem(name: str) -> str | None:
+    """Why the folder or archive name ``name`` cannot be a student's id, or None when it can.
+
+    An id is one plain name: not empty, not ``.`` or ``..``, no separator (``/``, ``\\``), no
+    control or format character (newline, NUL, a right-to-left override), no space or dot at its
+    ends (Windows drops them, so ``alice.`` would be ``alice``), no dot first (a hidden name), at
+    most :data:`MAX_ID` characters, and letters of one alphabet among those that look alike
+    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused). Bytes that are
+    not UTF-8 (an old archiver's Latin-1) are allowed: the id shows them escaped
+    (``jos\\xe9``), and :func:`id_key` finds the names that would look the same."""
+    shown = shown_name(name)
+    if name in ("", ".", ".."):
+        return f"refused: {shown} is not a student id (empty, '.' or '..')"
+    if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name):
+        return f"refused: the student id {shown} holds a path separator"
+    text = safe_text.file_name(name)
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") for ch in name.encode(
+            "utf-8", "surrogateescape").decode("utf-8", "replace")):
+        return f"refused: the student id {shown} holds a control or format character"
+    if name != name.strip() or name.endswith(".") or unicodedata.category(name[0])[0] == "Z" or \
+            unicodedata.category(name[-1])[0] == "Z":
+        return f"refused: the student id {shown} begins or ends with a space or ends with a dot"
+    if name.startswith("."):
+        return f"refused: the student id {shown} begins with a dot (a hidden name)"
+    if len(text) > MAX_ID:
+        return f"refused: the student id {shown[:80]}... is longer than {MAX_ID} characters"
+    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()} & _LOOK_ALIKE_SCRIPTS
+    if len(scripts) > 1:
+        return (f"refused: the student id {shown} mixes {' and '.join(sorted(s.title() for s in scripts))} letters "
+                f"(a look-alike of another id?)")
+    return None
+
+
+_LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
+
+
+def id_key(student: str) -> str:
+    """What two ids must differ in to be two students: not only case (``Alice``, ``alice``: one
+    folder on a case-insensitive file system), nor Unicode compatibility forms (``ａlice``,
+    ``alice``; a composed or decomposed ``é``), nor anything the CSV writes alike (an escape
+    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``)."""
+    return unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
+
+
+class _TooBig(ValueError):
+    pass
+
+
+def _count_objects(limit: int):
+    count = 0
+
+    def hook(pairs):
+        nonlocal count
+        count += 1
+        if count > limit:
+            raise _TooBig(f"more than {limit:,} JSON objects")
+        return dict(pairs)
+    return hook
+
+
+def notebook_problem(data: bytes) -> str | None:
+    """Why the bytes ``data`` of a submitted notebook are too large to be parsed, or None.
+
+    The size is checked first, then the JSON is decoded counting its objects (it stops at
+    :data:`MAX_JSON_OBJECTS`), then the cells are counted: only then may nbformat parse and
+    validate it, which takes seconds and a lot of memory for 100,000 cells. JSON that does not
+    decode is no problem here: reading the notebook says why later."""
+    if len(data) > MAX_NOTEBOOK:
+        return f"larger than {MAX_NOTEBOOK:,} bytes"
+    try:
+        nb = json.loads(data, object_pairs_hook=_count_objects(MAX_JSON_OBJECTS))
+    except _TooBig as err:
+        return str(err)
+    except Exception:  # noqa: BLE001 (not JSON, or nested too deep: unreadable, said later)
+        return None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        return f"{len(cells):,} cells, more than the {MAX_CELLS:,} allowed"
+    return None
 
 
 def refusal(path: Path) -> str | None:
@@ -78,7 +171,8 @@ def refusal(path: Path) -> str | None:
 
 def read_regular(path: Path) -> bytes:
     """The bytes of a submitted file, read without following a link; raises ValueError for
-    anything but a regular file of at most ``MAX_NOTEBOOK`` bytes."""
+    anything but a regular file of at most ``MAX_NOTEBOOK`` bytes, or a notebook with too many
+    cells or objects (:func:`notebook_problem`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:
@@ -87,22 +181,35 @@ def read_regular(path: Path) -> bytes:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise ValueError("not a regular file")
+        if st.st_size > MAX_NOTEBOOK:
+            raise ValueError(f"larger than {MAX_NOTEBOOK:,} bytes")
         data = f.read(MAX_NOTEBOOK + 1)
-    if len(data) > MAX_NOTEBOOK:
-        raise ValueError(f"larger than {MAX_NOTEBOOK:,} bytes")
+    why = notebook_problem(data)
+    if why is not None:
+        raise ValueError(why)
     return data
 
 
-def _inode_names(submissions: Path) -> dict[tuple[int, int], list[Path]]:
+def _inode_names(folders: list[Path]) -> dict[tuple[int, int], list[Path]]:
     """The regular files of every student folder, by (device, inode): hard links share one."""
     names: dict[tuple[int, int], list[Path]] = {}
-    for folder in submissions.iterdir():
-        if folder.is_dir() and not folder.is_symlink():
+    for folder in folders:
+        try:
+            if not folder.is_dir() or folder.is_symlink():
+                continue
             for path in folder.iterdir():
                 st = path.lstat()
                 if stat.S_ISREG(st.st_mode):
                     names.setdefault((st.st_dev, st.st_ino), []).append(path)
+        except OSError:  # an unreadable folder: collect_folder says so in its own row
+            continue
     return names
+
+
+def refused(name: str, why: str, source: str | None = None) -> StudentFiles:
+    """A student entry that is only a FILE row saying why ``name`` is not graded."""
+    return StudentFiles(safe_text.file_name(name), unmatched=[(name, why)],
+                        source=name if source is None else source)
 
 
 def collect(submissions: Path, chapters: list[str]) -> list[StudentFiles]:
@@ -110,45 +217,75 @@ def collect(submissions: Path, chapters: list[str]) -> list[StudentFiles]:
     and other files that are not the student's own are listed as refused, never read: a
     symbolic link, and a hard link whose other name is outside the submissions (the
     instructor's notebook). A file hard-linked between two students' folders is graded for
-    both, as a copy would be, and the TOTAL row of each names the other."""
+    both, as a copy would be, and the TOTAL row of each names the other. A folder whose name is
+    no student id (:func:`id_problem`), or that cannot be read, is a FILE row with the reason."""
     out = []
-    names = _inode_names(submissions)
-    for folder in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files = StudentFiles(safe_text.file_name(folder.name))  # the id, valid UTF-8 whatever the name's bytes
-        out.append(files)
-        if folder.is_symlink():
-            files.unmatched.append((folder.name, "refused: the student's folder is a symbolic link"))
+    folders = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = _inode_names(folders)
+    for folder in folders:
+        why = id_problem(folder.name)
+        if why is not None:
+            out.append(refused(folder.name, why))
             continue
-        candidates: dict[str, list[Path]] = {}
-        for path in sorted(folder.iterdir()):
-            if path.name.startswith(".") or (path.is_dir() and not path.is_symlink()):
-                continue
-            why = refusal(path)
-            st = path.lstat()
-            if why is None and st.st_nlink > len(names[st.st_dev, st.st_ino]):
-                why = "refused: a hard link to a file outside the submissions (only the student's own files are graded)"
-            if why is not None:
-                files.unmatched.append((path.name, why))
-                continue
-            if path.suffix.lower() != ".ipynb":
-                files.unmatched.append((path.name, "not a notebook (.ipynb)"))
-                continue
-            matches = match_chapter(path.name, chapters)
-            if len(matches) == 1:
-                candidates.setdefault(matches[0], []).append(path)
-            elif not matches:
-                files.unmatched.append((path.name, f"matches no chapter ({', '.join(chapters)})"))
-            else:
-                files.unmatched.append((path.name, f"matches several chapters: {', '.join(matches)}"))
-        for ch, paths in candidates.items():
-            paths.sort(key=lambda p: (copy_number(p.stem), p.stat().st_mtime, p.name))
-            files.chapters[ch] = paths[-1]
-            if len(paths) > 1:
-                files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files: " + \
-                    ", ".join(p.name for p in paths[:-1]) + " not graded"
-            st = paths[-1].lstat()
-            shared = sorted({q.parent.name for q in names[st.st_dev, st.st_ino]} - {folder.name})
-            if shared:
-                note = f"the same file as {', '.join(shared)}'s (a hard link)"
-                files.notes[ch] = f"{files.notes[ch]}; {note}" if ch in files.notes else note
+        out.append(collect_folder(folder, folder.name, chapters, names))
     return out
+
+
+def collect_folder(folder: Path, student: str, chapters: list[str],
+                   names: dict | None = None) -> StudentFiles:
+    """The notebooks of one student's ``folder`` (see :func:`collect`), graded as ``student``
+    whatever the folder is called. Never raises: any failure is a FILE row with the reason."""
+    names = _inode_names([folder]) if names is None else names
+    files = StudentFiles(safe_text.file_name(student), source=student)
+    try:
+        _collect_folder(files, folder, chapters, names)
+    except Exception as err:  # noqa: BLE001 (one student's odd folder must not end the run)
+        files.chapters.clear()
+        files.notes.clear()
+        files.unmatched.append((safe_text.file_name(folder.name),
+                                f"refused: the folder cannot be read ({type(err).__name__}: {err})"))
+    return files
+
+
+def _collect_folder(files: StudentFiles, folder: Path, chapters: list[str], names: dict) -> None:
+    if folder.is_symlink():
+        files.unmatched.append((folder.name, "refused: the student's folder is a symbolic link"))
+        return
+    candidates: dict[str, list[Path]] = {}
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or (path.is_dir() and not path.is_symlink()):
+            continue
+        why = refusal(path)
+        st = path.lstat()
+        if why is None and st.st_nlink > len(names.get((st.st_dev, st.st_ino), [path])):
+            why = "refused: a hard link to a file outside the submissions (only the student's own files are graded)"
+        if why is not None:
+            files.unmatched.append((path.name, why))
+            continue
+        if path.suffix.lower() != ".ipynb":
+            files.unmatched.append((path.name, "not a notebook (.ipynb)"))
+            continue
+        matches = match_chapter(path.name, chapters)
+        if len(matches) > 1:
+            files.unmatched.append((path.name, f"matches several chapters: {', '.join(matches)}"))
+            continue
+        if not matches:
+            files.unmatched.append((path.name, f"matches no chapter ({', '.join(chapters)})"))
+            continue
+        try:  # the size and cells capped before anything parses it (read_regular)
+            read_regular(path)
+        except ValueError as err:
+            files.unmatched.append((path.name, f"refused: {err}; not graded"))
+            continue
+        candidates.setdefault(matches[0], []).append(path)
+    for ch, paths in candidates.items():
+        paths.sort(key=lambda p: (copy_number(p.stem), p.stat().st_mtime, p.name))
+        files.chapters[ch] = paths[-1]
+        if len(paths) > 1:
+            files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files: " + \
+                ", ".join(p.name for p in paths[:-1]) + " not graded"
+        st = paths[-1].lstat()
+        shared = sorted({q.parent.name for q in names.get((st.st_dev, st.st_ino), [])} - {folder.name})
+        if shared:
+            note = f"the same file as {', '.join(shared)}'s (a hard link)"
+            files.notes[ch] = f"{files.notes[ch]}; {note}" if ch in files.notes else note

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_bwrap
 
-from teaching import archives
+from teaching import archives, safe_text
 from teaching.archives import ArchiveError, unpack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,16 +89,22 @@ def test_not_a_zip_is_refused(tmp_path):
         unpack(tmp_path / "fake.zip", tmp_path / "out")
 
 
-def test_a_latin1_name_becomes_valid_utf8(tmp_path, monkeypatch):
-    # an old archiver: the name's bytes in Latin-1, without the UTF-8 flag
+def latin1_zip(path: Path, entries, monkeypatch) -> Path:
+    """An old archiver's archive: the names' bytes in Latin-1, without the UTF-8 flag."""
     monkeypatch.setattr(zipfile.ZipInfo, "_encodeFilenameFlags",
                         lambda self: (self.filename.encode("latin-1"), self.flag_bits & ~0x800))
-    z = make_zip(tmp_path / "latin.zip", [("caf\xe9.ipynb", b"{}")])
+    make_zip(path, entries)
     monkeypatch.undo()
+    return path
+
+
+def test_a_latin1_name_keeps_its_bytes_and_is_shown_escaped(tmp_path, monkeypatch):
+    z = latin1_zip(tmp_path / "latin.zip", [("caf\xe9.ipynb", b"{}")], monkeypatch)
     dest = unpack(z, tmp_path / "out")
+    assert os.listdir(os.fsencode(dest)) == [b"caf\xe9.ipynb"]  # as a folder of that name would hold it
     (name,) = os.listdir(dest)
-    assert name == "caf\\xe9.ipynb"
-    name.encode("utf-8")  # valid UTF-8
+    assert safe_text.file_name(name) == "caf\\xe9.ipynb"
+    safe_text.file_name(name).encode("utf-8")  # valid UTF-8 wherever the grader shows it
 
 
 @needs_bwrap

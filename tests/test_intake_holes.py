@@ -1,0 +1,491 @@
+"""The intake holes of issue 35 (items 1, 2, 5 and 8), each planted in a class.
+
+Intake is everything before a student's code runs: the student ids taken from folder and
+archive names, the archives unpacked, the notebooks found and read. Each attack below is a
+student's input that used to replace a classmate's submission, drop a classmate's row, end
+the whole run without ``grades.csv`` or cost the grader minutes and gigabytes. The fast tests
+call the intake itself (:func:`teaching.autograde.intake`); the class-level one grades a small
+class with the documented command on a one-exercise chapter of the instructor's own (the
+unsandboxed path: no attacker's code runs, their inputs are refused before that), and checks
+that every classmate keeps the exact grade and that the CSV is complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_archives import make_zip  # noqa: E402
+from test_grading import private_exercise  # noqa: E402
+
+from teaching import autograde, submissions  # noqa: E402
+from teaching.archives import ArchiveError, unpack  # noqa: E402
+from teaching.exercises import answer_sources, read_chapter  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = "90_double"
+KNOWN = [CHAPTER, "04_masking"]
+RIGHT, WRONG = "def double(x):\n    return x + x\n", "def double(x):\n    return x\n"
+
+
+def notebook(tmp: Path, body: str) -> bytes:
+    """The bytes of a submission of the one-exercise chapter with ``body`` as its answer."""
+    path = tmp / "instructor" / f"{CHAPTER}.ipynb"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        private_exercise(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[3].source = body
+    for i, cell in enumerate(nb.cells):  # the same bytes in every run: the fuzz is reproducible
+        cell.id = f"cell-{i}"
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def many_cells(n: int = 700_000) -> bytes:
+    """A notebook of ``n`` empty cells (issue 35: 63 MB and 700,000 cells cost 96 s, 1.3 GB)."""
+    cells = ",".join(['{"cell_type":"raw","metadata":{},"source":""}'] * n)
+    return f'{{"cells":[{cells}],"metadata":{{}},"nbformat":4,"nbformat_minor":5}}'.encode()
+
+
+def with_version_needed(data: bytes, version: int) -> bytes:
+    """The archive with every central-directory entry saying it needs zip ``version`` (159: 15.9)."""
+    out, at = bytearray(data), 0
+    while (at := out.find(b"PK\x01\x02", at)) >= 0:
+        out[at + 6:at + 8] = version.to_bytes(2, "little")
+        at += 4
+    return bytes(out)
+
+
+def corrupt_deflate(path: Path, name: str, data: bytes) -> Path:
+    """An archive whose one entry's deflate stream is garbage (a reserved block type)."""
+    make_zip(path, [(name, data)])
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(name)
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    raw[start:start + 16] = b"\xff" * 16
+    path.write_bytes(bytes(raw))
+    return path
+
+
+# -- item 2: archives that used to raise something else than ArchiveError ----------------------
+
+BAD_ARCHIVES = {
+    "long-name": lambda p: make_zip(p, [("a" * 300 + ".ipynb", b"{}")]),
+    "deep": lambda p: make_zip(p, [("d/" * 2100 + "04_masking.ipynb", b"{}")]),
+    "file-and-folder": lambda p: make_zip(p, [("x", b""), ("x/04_masking.ipynb", b"{}")]),
+    "folder-and-file": lambda p: make_zip(p, [("x/04_masking.ipynb", b"{}"), ("x", b"")]),
+    "corrupt-deflate": lambda p: corrupt_deflate(p, "04_masking.ipynb", bytes(range(256)) * 64),
+    "version-15.9": lambda p: p.write_bytes(with_version_needed(make_zip(p, [("04_masking.ipynb", b"{}")]).read_bytes(),
+                                                                159)),
+    "truncated": lambda p: p.write_bytes(make_zip(p, [("04_masking.ipynb", bytes(range(256)) * 64)]).read_bytes()[:-30]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_ARCHIVES))
+def test_every_bad_archive_is_refused_with_an_archive_error(tmp_path, kind):
+    path = tmp_path / "bad.zip"
+    BAD_ARCHIVES[kind](path)
+    with pytest.raises(ArchiveError, match="refused archive"):
+        unpack(path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def intake(subs: Path, tmp: Path) -> dict[str, submissions.StudentFiles]:
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    students = autograde.intake(subs, work, KNOWN)
+    by_id = {s.student: s for s in students}
+    assert len(by_id) == len(students), [s.student for s in students]
+    return by_id
+
+
+def reasons(entry: submissions.StudentFiles) -> str:
+    return " | ".join(why for _, why in entry.unmatched)
+
+
+def test_each_bad_archive_is_its_students_row_and_the_class_is_read(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for kind, make in BAD_ARCHIVES.items():
+        make(subs / f"{kind}.zip")
+    (subs / "honest").mkdir()
+    (subs / "honest" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    make_zip(subs / "zipped.zip", [(f"zipped/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    students = intake(subs, tmp_path)
+    assert set(students) == {*BAD_ARCHIVES, "honest", "zipped"}
+    for kind in BAD_ARCHIVES:
+        assert students[kind].chapters == {} and "refused archive" in reasons(students[kind]), kind
+    assert "too long or too deep" in reasons(students["long-name"]) + reasons(students["deep"])
+    assert "both a file and a folder" in reasons(students["file-and-folder"])
+    assert "both a file and a folder" in reasons(students["folder-and-file"])
+    assert "error" in reasons(students["corrupt-deflate"])  # zlib.error, named
+    assert "version 15.9" in reasons(students["version-15.9"])
+    for honest in ("honest", "zipped"):
+        assert list(students[honest].chapters) == [CHAPTER] and not students[honest].unmatched
+
+
+# -- item 1: an archive supplies its own student's submission, never a classmate's ---------------
+
+def test_an_archive_named_dot_dot_zip_cannot_replace_a_classmate(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    make_zip(subs / "alice.zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    make_zip(subs / "..zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "...zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "mallory.zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    students = intake(subs, tmp_path)
+    assert set(students) == {".", "..", "alice", "mallory"}
+    graded = students["alice"].chapters[CHAPTER]
+    assert answer_sources(graded, read_chapter(tmp_path / "instructor" / f"{CHAPTER}.ipynb"))["double"] == RIGHT
+    assert "not a student id" in reasons(students["."]) and students["."].chapters == {}
+    assert "not a student id" in reasons(students[".."]) and students[".."].chapters == {}
+    # mallory's archive holds a folder called alice: it is still mallory's own submission
+    graded = students["mallory"].chapters[CHAPTER]
+    assert answer_sources(graded, read_chapter(tmp_path / "instructor" / f"{CHAPTER}.ipynb"))["double"] == WRONG
+
+
+@pytest.mark.parametrize("name", ["al\nice", "al\x1b[2Jice", "\u202eecila", "alice\u200b", "alice.", "alice ",
+                                  " alice", "alice\u3000", "a\\lice", "x" * 65, "\u0430lice",
+                                  "\u03b1lice"])
+def test_a_folder_whose_name_is_no_id_is_refused_with_a_row(tmp_path, name):
+    subs = tmp_path / "subs"
+    (subs / name).mkdir(parents=True)
+    (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = autograde.intake(subs, tmp_path, KNOWN)
+    assert [s.student for s in students if s.chapters] == ["alice"], [(s.student, s.unmatched) for s in students]
+    assert len(students) == 2
+    bad = next(s for s in students if s.student != "alice")
+    assert bad.chapters == {} and "refused" in reasons(bad)
+
+
+def test_a_class_archive_maps_its_folders_to_ids_validated_the_same_way(tmp_path):
+    z = make_zip(tmp_path / "class.zip", [(f"subs/alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT)),
+                                          (f"subs/al\nice/{CHAPTER}.ipynb", notebook(tmp_path, WRONG)),
+                                          (f"subs/alice./{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    from teaching import archives  # noqa: PLC0415
+    subs, bad = archives.unpack_class(z, tmp_path / "class")
+    assert bad == {}
+    students = intake(subs, tmp_path)
+    assert [s for s in students if students[s].chapters] == ["alice"]
+    assert len(students) == 3 and all("refused" in reasons(students[s]) for s in students if s != "alice")
+
+
+def test_one_students_bad_entries_in_a_class_archive_refuse_that_student_only(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [
+        (f"subs/alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT)),
+        (f"subs/mallory/{CHAPTER}.ipynb", notebook(tmp_path, WRONG)), ("subs/mallory/../../../x", b"x"),
+        ("subs/deep/" + "d/" * 2100 + "x", b""), ("subs/both/x", b""), ("subs/both/x/y", b""),
+        ("subs/" + "n" * 300 + f"/{CHAPTER}.ipynb", b"{}"), ("__MACOSX/subs/._alice", b""),
+        ("subs/bob.zip", make_zip(tmp_path / "bob.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))]).read_bytes()),
+    ])
+    root, bad = archives.unpack_class(z, tmp_path / "class")
+    assert root == tmp_path / "class" / "subs"
+    assert sorted(bad) == ["both", "deep", "mallory", "n" * 300]
+    assert "leads out" in bad["mallory"] and "too long or too deep" in bad["deep"] + bad["n" * 300]
+    assert sorted(p.name for p in root.iterdir()) == ["alice", "bob.zip"]  # nothing of theirs is left
+    assert not (tmp_path / "x").exists() and not (tmp_path / "class" / "x").exists()
+    students = autograde.intake(root, tmp_path / "work", KNOWN, [submissions.refused(n, w) for n, w in bad.items()])
+    assert [s.student for s in students if s.chapters] == ["alice", "bob"]
+    assert len(students) == 6 and all(s.unmatched for s in students if not s.chapters)
+
+
+def test_an_entry_of_no_students_refuses_the_class_archive(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [(f"subs/alice/{CHAPTER}.ipynb", b"{}"), ("../x", b"")])
+    with pytest.raises(ArchiveError, match="leads out"):
+        archives.unpack_class(z, tmp_path / "class")
+    assert not (tmp_path / "class").exists() and not (tmp_path / "x").exists()
+
+
+# -- item 5: two names that would be one id ----------------------------------------------------
+
+@pytest.mark.parametrize(("first", "second"), [
+    (b"jos\xe9", b"jos\\xe9"),  # Latin-1 bytes and the escape the grader shows for them
+    (b"alice", "\uff41lice".encode()),  # a full-width a
+    (b"Alice", b"alice"),  # one folder on a case-insensitive file system
+    ("jos\u00e9".encode(), "jose\u0301".encode()),  # composed and decomposed
+    (b"=x", b"'=x"),  # one cell in the CSV, which quotes a formula
+    ("stra\u00dfe".encode(), b"STRASSE"),  # casefolded alike
+])
+def test_two_names_of_one_id_are_both_refused_and_both_named(tmp_path, first, second):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in (first, second):
+        folder = Path(os.fsdecode(os.fsencode(subs) + b"/" + name))
+        folder.mkdir()
+        (folder / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    (subs / "bob").mkdir()
+    (subs / "bob" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = autograde.intake(subs, tmp_path, KNOWN)
+    assert [s.student for s in students if s.chapters] == ["bob"]
+    rows = [(s.student, name, why) for s in students if s.student != "bob" for name, why in s.unmatched]
+    named = {name for _, name, _ in rows}
+    assert named == {repr(first), repr(second)}, rows  # both named, each row naming both
+    assert all(repr(first) in why and repr(second) in why and "refused" in why for _, _, why in rows), rows
+
+
+@pytest.mark.parametrize("name", ["alice", "Jos\u00e9", "jos\udce9", "\u5f20\u4f1f", "Zhang Wei", "o'brien",
+                                  "s1234567", "\u0391\u03b8\u03b7\u03bd\u03ac", "x" * 64])
+def test_honest_ids_are_ids(name):
+    assert submissions.id_problem(name) is None
+
+
+def test_archives_named_like_hidden_or_look_alike_ids_are_refused_with_a_row(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in (".alice", "\u0430lice", "alice\u202e", "alice."):
+        make_zip(subs / f"{name}.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "alice.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    students = intake(subs, tmp_path)
+    assert [s for s in students if students[s].chapters] == ["alice"]
+    assert len(students) == 5 and all("refused" in reasons(students[s]) for s in students if s != "alice")
+
+
+def test_a_folder_and_an_archive_of_one_student_are_no_collision(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    make_zip(subs / "alice.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    students = intake(subs, tmp_path)
+    assert list(students) == ["alice"] and list(students["alice"].chapters) == [CHAPTER]
+    assert "only the folder is graded" in reasons(students["alice"])
+
+
+# -- item 8: a notebook too large to parse -----------------------------------------------------
+
+def test_a_notebook_of_700000_cells_is_refused_before_nbformat_parses_it(tmp_path, monkeypatch):
+    data = many_cells()
+    assert len(data) > 30 * 2**20 and len(data) < submissions.MAX_NOTEBOOK * 4
+    subs = tmp_path / "subs"
+    (subs / "mallory").mkdir(parents=True)
+    (subs / "mallory" / f"{CHAPTER}.ipynb").write_bytes(data)
+    (subs / "eve").mkdir()
+    (subs / "eve" / f"{CHAPTER}.ipynb").write_bytes(json.dumps(json.loads(many_cells(3000))).encode())
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    ch = read_chapter(tmp_path / "instructor" / f"{CHAPTER}.ipynb")
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("nbformat parsed a notebook over the caps")
+    monkeypatch.setattr(nbformat, "reads", no_parse)
+    students = intake(subs, tmp_path)
+    assert students["mallory"].chapters == {} and "larger than" in reasons(students["mallory"])
+    assert students["eve"].chapters == {} and "3,000 cells, more than the 2,000" in reasons(students["eve"])
+    assert list(students["alice"].chapters) == [CHAPTER]
+    for student in ("mallory", "eve"):  # and the grader itself refuses it the same way
+        with pytest.raises(ValueError, match="larger than|cells, more than"):
+            answer_sources(subs / student / f"{CHAPTER}.ipynb", ch)
+
+
+def test_the_json_objects_are_counted_while_decoding(tmp_path):
+    # under the size cap, one cell whose metadata holds 10**6 objects: decoding stops early
+    data = b'{"cells":[{"cell_type":"raw","source":"","metadata":{"x":[' + b",".join([b"{}"] * 10**6) + b"]}}]}"
+    assert len(data) < submissions.MAX_NOTEBOOK
+    t0 = time.process_time()
+    assert "more than 100,000 JSON objects" in submissions.notebook_problem(data)
+    assert time.process_time() - t0 < 5  # about 0.1 s: the decoding stopped at the cap
+
+
+def test_the_course_notebooks_are_within_the_caps():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert submissions.notebook_problem(path.read_bytes()) is None, path.name
+
+
+# -- item 2: a fuzz of mutated archives -------------------------------------------------------
+
+def seed_archives(tmp: Path) -> list[bytes]:
+    """Honest archives of every shape an LMS hands out (a folder, flat, stored, deflated, with
+    a folder entry and a Latin-1 name), the mutants' parents."""
+    nb = notebook(tmp, RIGHT)
+    out = []
+    for method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        for entries in ([(f"s/{CHAPTER}.ipynb", nb), ("s/notes.txt", b"hello")], [(f"{CHAPTER}.ipynb", nb)],
+                        [("s/", b""), (f"s/{CHAPTER} (1).ipynb", nb), ("s/sub/x.txt", b"x" * 500)]):
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", method) as zf:
+                for name, data in entries:
+                    zf.writestr(name, data)
+                info = zipfile.ZipInfo("caf\u00e9.txt")
+                zf.writestr(info, b"latin")
+            out.append(buf.getvalue())
+    return out
+
+
+def mutants(parents: list[bytes], n: int, seed: int):
+    rng = random.Random(seed)
+    for _ in range(n):
+        data = bytearray(rng.choice(parents))
+        kind = rng.random()
+        if kind < 0.75:  # a few bytes changed
+            for _ in range(rng.randint(1, 8)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        elif kind < 0.8:  # a central-directory field an archiver may write anything into
+            at = rng.choice([m.start() for m in re.finditer(b"PK\x01\x02", data)])
+            field = at + rng.choice([4, 5, 8, 9, 12, 13, 14, 15, 36, 37, 38, 39, 40, 41])
+            data[field] = rng.randrange(256)
+        elif kind < 0.85:  # truncated
+            del data[rng.randrange(len(data)):]
+        elif kind < 0.95:  # a run of bytes replaced, in a header more often than not
+            at = rng.choice([data.find(b"PK\x01\x02"), data.find(b"PK\x03\x04"), rng.randrange(len(data))])
+            start = max(at, 0) + rng.randrange(4, 46)
+            data[start:start + 8] = bytes(rng.randrange(256) for _ in range(8))
+        else:  # two archives spliced
+            other = rng.choice(parents)
+            data = data[:rng.randrange(len(data))] + other[rng.randrange(len(other)):]
+        yield bytes(data)
+
+
+def fuzz(tmp: Path, n: int, seed: int) -> None:
+    subs = tmp / "subs"
+    subs.mkdir()
+    unpacked = 0
+    for i, data in enumerate(mutants(seed_archives(tmp), n, seed)):
+        (subs / f"m{i:05d}.zip").write_bytes(data)
+        try:  # unpacking raises ArchiveError or nothing
+            unpack(subs / f"m{i:05d}.zip", tmp / "unpacked" / str(i))
+            unpacked += 1
+        except ArchiveError:
+            assert not (tmp / "unpacked" / str(i)).exists()
+    assert 0 < unpacked < 0.8 * n
+    (subs / "honest").mkdir()
+    (subs / "honest" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp, RIGHT))
+    students = autograde.intake(subs, tmp / "work", KNOWN)  # raises nothing, whatever the archives
+    ids = [s.student for s in students]
+    assert ids == ["honest", *(f"m{i:05d}" for i in range(n))]
+    for s in students:  # each one graded, or a FILE row that says why not
+        assert s.chapters or s.unmatched, s.student
+        assert set(s.chapters) <= set(KNOWN)
+    assert list(students[0].chapters) == [CHAPTER] and not students[0].unmatched
+    refused = sum(not s.chapters for s in students)
+    assert 0.2 * n < refused < n  # the mutants refused and the ones still readable graded
+
+
+def test_a_fuzz_of_mutated_archives_raises_nothing(tmp_path):
+    fuzz(tmp_path, 300, seed=35)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_fuzz_of_thousands_of_mutated_archives_raises_nothing(tmp_path, seed):
+    fuzz(tmp_path, 3000, seed=seed)
+
+
+# -- the class: every attack graded together with honest students -------------------------------
+
+def plant_class(tmp: Path) -> Path:
+    subs = tmp / "subs"
+    subs.mkdir()
+    for name, body in (("honest", RIGHT), ("wrong", WRONG), ("carol", RIGHT)):
+        (subs / name).mkdir()
+        (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp, body))
+    make_zip(subs / "alice.zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp, RIGHT))])
+    make_zip(subs / "..zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp, WRONG))])  # item 1
+    make_zip(subs / "...zip", [(f"{CHAPTER}.ipynb", notebook(tmp, WRONG))])
+    make_zip(subs / "bob.zip", [(f"carol/{CHAPTER}.ipynb", notebook(tmp, WRONG))])
+    for kind, make in BAD_ARCHIVES.items():  # item 2
+        make(subs / f"{kind}.zip")
+    for name in (b"jos\xe9", b"jos\\xe9"):  # item 5
+        folder = Path(os.fsdecode(os.fsencode(subs) + b"/" + name))
+        folder.mkdir()
+        (folder / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp, RIGHT))
+    (subs / "al\nice").mkdir()
+    (subs / "al\nice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp, WRONG))
+    (subs / "frank").mkdir()  # item 8
+    (subs / "frank" / f"{CHAPTER}.ipynb").write_bytes(many_cells())
+    return subs
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("class")
+    subs = plant_class(tmp)
+    (tmp / "private").mkdir()
+    private_exercise(tmp / "private" / f"{CHAPTER}.ipynb")
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out",
+                          str(tmp / "g.csv"), "--notebooks", str(tmp / "private"), "--no-sandbox", "--jobs", "2"],
+                         capture_output=True, text=True, cwd=tmp, timeout=900, encoding="utf-8", errors="replace")
+    seconds = time.perf_counter() - t0
+    assert (tmp / "g.csv").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    with open(tmp / "g.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows, run, seconds
+
+
+def total(rows, student):
+    (row,) = [r for r in rows if r["student"] == student and r["cell"] == "TOTAL"]
+    return float(row["score"]), float(row["max_score"])
+
+
+def files(rows, student):
+    return " | ".join(f"{r['chapter']}: {r['status']}" for r in rows if r["student"] == student and r["cell"] == "FILE")
+
+
+@pytest.mark.slow
+def test_the_class_keeps_its_exact_grades(graded_class):
+    rows, run, _ = graded_class
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert total(rows, "honest") == (5, 5) and total(rows, "alice") == (5, 5) and total(rows, "carol") == (5, 5)
+    assert total(rows, "wrong") == (0, 5) and total(rows, "bob") == (0, 5)  # bob's archive graded as bob's
+    assert not files(rows, "honest") and not files(rows, "alice") and not files(rows, "carol")
+
+
+@pytest.mark.slow
+def test_the_csv_is_complete(graded_class):
+    rows, _, _ = graded_class
+    students = {r["student"] for r in rows}
+    expected = {"honest", "wrong", "carol", "alice", "bob", ".", "..", "frank", "al\\nice", "jos\\xe9", *BAD_ARCHIVES}
+    assert students == expected, students ^ expected
+    for s in students:  # a TOTAL row for every id, and its checks
+        assert total(rows, s)[1] == 5, s
+        assert [r["cell"] for r in rows if r["student"] == s and r["cell"] not in ("TOTAL", "FILE")] == ["double_check"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("student", "why"), [
+    (".", "not a student id"), ("..", "not a student id"),
+    ("long-name", "too long"), ("deep", "too deep"), ("file-and-folder", "both a file and a folder"),
+    ("folder-and-file", "both a file and a folder"), ("corrupt-deflate", "cannot be read"),
+    ("version-15.9", "version 15.9"), ("truncated", "refused archive"),
+    ("jos\\xe9", "folders or archives give one student id"), ("al\\nice", "control or format character"),
+    ("frank", "larger than"),
+])
+def test_each_attack_scores_zero_with_its_reason(graded_class, student, why):
+    rows, _, _ = graded_class
+    assert total(rows, student)[0] == 0, student
+    assert why in files(rows, student), files(rows, student)
+
+
+@pytest.mark.slow
+def test_both_colliding_names_are_named(graded_class):
+    rows, _, _ = graded_class
+    named = sorted(r["chapter"] for r in rows if r["student"] == "jos\\xe9" and r["cell"] == "FILE")
+    assert named == sorted([repr(b"jos\xe9"), repr(b"jos\\xe9")])
+
+
+def test_the_guide_states_the_caps_the_code_keeps():
+    from teaching import archives  # noqa: PLC0415
+    text = " ".join((ROOT / "book" / "teaching.md").read_text(encoding="utf-8").split())
+    for claim in (f"{submissions.MAX_NOTEBOOK // 2**20} MB is refused before it is parsed",
+                  f"more than {submissions.MAX_JSON_OBJECTS:,} JSON objects", f"more than {submissions.MAX_CELLS:,} cells",
+                  f"more than {submissions.MAX_ID} characters", f"({archives.MAX_NAME} bytes a name, "
+                  f"{archives.MAX_PATH} bytes in all, {archives.MAX_DEPTH} folders deep)",
+                  f"more than {archives.MAX_FILES} entries or more than {archives.MAX_BYTES // 2**20} MB"):
+        assert claim in text, claim
