@@ -23,6 +23,7 @@ import csv
 import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -86,15 +87,40 @@ def failed_rows(task, why: str) -> list[dict]:
                     "max_score": sum(e.points for e in exercises), "status": why}]
 
 
+def last_for_the_oom_killer() -> bool:
+    """Make this process (and the workers it starts) the last the kernel's OOM killer picks; the
+    sandboxes are the first (:mod:`teaching.sandbox`). Lowering it needs root; returns whether it held."""
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="utf-8") as f:
+            f.write("-999")
+        return True
+    except OSError:
+        return False
+
+
+def _worker_start() -> None:
+    """A worker ends with the grader that started it (never one left running without its parent)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # its parent ended before the line above
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]]:
     """``work(task)`` for every task in worker processes, ``jobs`` at a time, in task order.
 
     A worker that dies (killed for memory, a crash of torch) breaks the whole pool, and every
     task still in it with it: those tasks are retried, each alone in a fresh worker, so that only
-    the submission that kills its worker again loses its rows, scored 0 with the reason."""
+    the submission that kills its worker again loses its rows, scored 0 with the reason. Each
+    worker ends with the grader."""
     work, failed = work or grade_task, failed or failed_rows
     results: list = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_worker_start) as pool:
         futures = [pool.submit(work, t) for t in tasks]
         for i, future in enumerate(futures):
             try:
@@ -104,7 +130,7 @@ def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]
     for i, task in enumerate(tasks):
         if results[i] is None:
             try:
-                with ProcessPoolExecutor(max_workers=1) as alone:
+                with ProcessPoolExecutor(max_workers=1, initializer=_worker_start) as alone:
                     results[i] = alone.submit(work, task).result()
             except Exception as err:  # noqa: BLE001 (it died again: this submission's rows say so)
                 results[i] = failed(task, f"grader error: the grading process died twice ({type(err).__name__}: "
@@ -244,6 +270,7 @@ def main(argv=None) -> None:
     # the hidden tests' fresh inputs (companion.checks.fresh_inputs): a new seed for each run,
     # which only the grader's processes see (the sandbox starts with an empty environment)
     os.environ.setdefault(GRADING_SEED, str(secrets.randbits(48)))
+    last_for_the_oom_killer()
     t0 = time.perf_counter()
     rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep, args.memory)
     write_csv(rows, args.out)
