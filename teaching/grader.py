@@ -23,6 +23,7 @@ so exercises with per-student variants check each student's own numbers.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import tempfile
@@ -53,6 +54,21 @@ def parameters_source(chapter: Chapter, student_id: str, seed: int | None = None
     return "\n".join(lines)
 
 
+def setup_imports(source: str) -> tuple[str, ...]:
+    """The modules the setup cells import, other than the companion (which each exercise imports
+    from its own copy): the sandbox imports them once, before any exercise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        found += [n for n in names if n.split(".")[0] != "companion" and n not in found]
+    return tuple(found)
+
+
 class Grader:
     """Grades submissions of one chapter; holds the prepared companion copies, reused across students."""
 
@@ -60,6 +76,7 @@ class Grader:
                  isolate: bool = True):
         self.chapter, self.workdir, self.hidden, self.isolate = chapter, workdir, hidden, isolate
         self.limits = limits or Limits()
+        self.preload = setup_imports(chapter.setup_source)
         self.course_dirs = {}
         for ex in chapter.exercises:
             key = tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))
@@ -100,7 +117,7 @@ class Grader:
                         box = None
                         try:
                             box = Sandbox(list(self.course_dirs.values()), self.hidden, self.limits, self.isolate,
-                                          Path(tmp))
+                                          Path(tmp), self.preload)
                         except AnswerError as err:
                             results.append(Result(ex.check_id, 0.0, ex.points, f"your code: {err}"[:800]))
                             continue

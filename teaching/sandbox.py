@@ -63,6 +63,7 @@ from . import wire
 
 RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
 MAX_REPLY = 64 * 2**20  # bytes in one reply from the sandbox
+PRELOAD = ("numpy", "einops", "matplotlib", "matplotlib.pyplot")  # what the companion imports (not itself)
 TAG_RELAYED, TAG_TEMPLATE = 0, 1  # who sent a frame: the exercise's process, or the runner's template
 NO_SANDBOX_RISK = ("--no-sandbox runs every submission's code as your user, with your files and the network in "
                    "reach: a submission can read the solutions, change other submissions or the grader, and "
@@ -425,7 +426,7 @@ class _Watch(threading.Thread):
 
     def run(self):
         limits, pid, group = self.box.limits, self.box.proc.pid, self.box.group
-        memory = f"killed for using more than {limits.resident_bytes / 2**30:g} GB of memory (all its processes"
+        memory = f"killed for using more than {limits.resident_bytes / 2**20:,.0f} MB of memory (all its processes"
         while not self.stop.wait(self.every):
             pids = _tree(pid)
             why = None
@@ -449,7 +450,7 @@ class Sandbox:
     the grader sends that exercise's process."""
 
     def __init__(self, course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
-                 workdir: Path | None = None):
+                 workdir: Path | None = None, preload: tuple[str, ...] = ()):
         self.limits = limits
         self.dead: str | None = None
         self.killed_for: str | None = None  # set by the watch
@@ -487,7 +488,7 @@ class Sandbox:
         setup = {"user": self.user, "processes": limits.processes * 16,  # tasks of its user (threads count)
                  "isolated": isolate, "clean": ["/tmp", "/dev/shm"] if isolate else [],
                  "log": "/tmp/student.log" if isolate else str(workdir / "student.log"),
-                 "preload": ["numpy", "einops"]}
+                 "preload": [*PRELOAD, *preload]}
         self._send_raw(cloudpickle.dumps(setup), limits.startup_seconds, "the sandbox did not start")
         ready = self.receive(limits.startup_seconds, f"the sandbox did not start within {limits.startup_seconds:g} s",
                              template=True)
@@ -581,7 +582,7 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             code = None
         if not self.killed_for and self.group.oom_kills():
-            self.killed_for = (f"killed for using more than {self.limits.resident_bytes / 2**30:g} GB of memory (all "
+            self.killed_for = (f"killed for using more than {self.limits.resident_bytes / 2**20:,.0f} MB of memory (all "
                                "its processes, as the kernel counts it: shared memory and files in memory included)")
         return self.killed_for if self.killed_for else \
             "killed for using too much CPU time" if code == -signal.SIGXCPU else \
