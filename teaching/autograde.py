@@ -1,4 +1,4 @@
-"""Autograde a folder of submissions into a CSV, each answer run in its own sandbox.
+"""Autograde a folder of submissions into a CSV, each submission run in its own sandbox.
 
     python -m teaching.autograde submissions/ --out grades.csv [--chapters 04 05] [--jobs 2]
     python teaching/autograde.py submissions/ --out grades.csv     # the same
@@ -8,10 +8,10 @@ per student (its name is the student's id) holding the chapter notebooks they ha
 names as an LMS or a browser leaves them (`04_Masking (1).ipynb`, `s123_04_masking.ipynb`) are
 matched to their chapter; a file that matches none is reported in the output and the CSV.
 
-Only the instructor's notebook decides what runs and what is checked: each graded answer of
-the submission runs in a fresh bubblewrap sandbox, and the instructor's check cell, hidden
-tests included, runs in the grader's own process on the values the sandbox sends back (see
-book/teaching.md). The CSV has one row per student, chapter and graded cell
+Only the instructor's notebook decides what runs and what is checked: each submission runs in a
+bubblewrap sandbox of its own, each graded answer in a fresh process there, and the
+instructor's check cell, hidden tests included, runs in the grader's own process on the values
+the sandbox sends back (see book/teaching.md). The CSV has one row per student, chapter and graded cell
 (`student,chapter,cell,score,max_score,status`) and a `TOTAL` row per student and chapter, for
 every student and every chapter graded, whatever a submission does.
 """
@@ -246,7 +246,8 @@ def main(argv=None) -> None:
     parser.add_argument("--chapters", nargs="*", help="only these chapters, e.g. 04 05_multihead_attention "
                         "(default: every chapter someone submitted)")
     parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds for each answer cell and each call of a check (default: %(default)s)")
+                        help="seconds for each cell of the student's (replayed earlier answers too) and each call of a "
+                             "check (default: %(default)s)")
     parser.add_argument("--memory", type=float, default=None, metavar="MB",
                         help="memory of all of one answer's processes together (default: 3072)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")

@@ -123,7 +123,7 @@ _ARCHES = {  # AUDIT_ARCH_*, then the system call numbers
         "mount_setattr": 442, "add_key": 217, "request_key": 218, "keyctl": 219, "shmget": 194, "memfd_create": 279,
         "ptrace": 117, "bpf": 280, "userfaultfd": 282, "io_uring_setup": 425, "clone": 220, "clone3": 435}),
 }
-CLONE_NEW_FLAGS = 0x7E020080  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME: clone3 only)
 REFUSED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
            "move_mount", "open_tree", "mount_setattr", "add_key", "request_key", "keyctl", "shmget", "memfd_create",
            "ptrace", "bpf", "userfaultfd", "io_uring_setup")
