@@ -1,4 +1,4 @@
-"""Autograde a folder of submissions into a CSV, each answer run in its own sandbox.
+"""Autograde a folder of submissions into a CSV, each submission run in its own sandbox.
 
     python -m teaching.autograde submissions/ --out grades.csv [--chapters 04 05] [--jobs 2]
     python teaching/autograde.py submissions/ --out grades.csv     # the same
@@ -8,10 +8,10 @@ per student (its name is the student's id) holding the chapter notebooks they ha
 names as an LMS or a browser leaves them (`04_Masking (1).ipynb`, `s123_04_masking.ipynb`) are
 matched to their chapter; a file that matches none is reported in the output and the CSV.
 
-Only the instructor's notebook decides what runs and what is checked: each graded answer of
-the submission runs in a fresh bubblewrap sandbox, and the instructor's check cell, hidden
-tests included, runs in the grader's own process on the values the sandbox sends back (see
-book/teaching.md). The CSV has one row per student, chapter and graded cell
+Only the instructor's notebook decides what runs and what is checked: each submission runs in a
+bubblewrap sandbox of its own, each graded answer in a fresh process there, and the
+instructor's check cell, hidden tests included, runs in the grader's own process on the values
+the sandbox sends back (see book/teaching.md). The CSV has one row per student, chapter and graded cell
 (`student,chapter,cell,score,max_score,status`) and a `TOTAL` row per student and chapter, for
 every student and every chapter graded, whatever a submission does.
 """
@@ -23,6 +23,7 @@ import csv
 import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -86,15 +87,40 @@ def failed_rows(task, why: str) -> list[dict]:
                     "max_score": sum(e.points for e in exercises), "status": why}]
 
 
+def last_for_the_oom_killer() -> bool:
+    """Make this process (and the workers it starts) the last the kernel's OOM killer picks; the
+    sandboxes are the first (:mod:`teaching.sandbox`). Lowering it needs root; returns whether it held."""
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="utf-8") as f:
+            f.write("-999")
+        return True
+    except OSError:
+        return False
+
+
+def _worker_start() -> None:
+    """A worker ends with the grader that started it (never one left running without its parent)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # its parent ended before the line above
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]]:
     """``work(task)`` for every task in worker processes, ``jobs`` at a time, in task order.
 
     A worker that dies (killed for memory, a crash of torch) breaks the whole pool, and every
     task still in it with it: those tasks are retried, each alone in a fresh worker, so that only
-    the submission that kills its worker again loses its rows, scored 0 with the reason."""
+    the submission that kills its worker again loses its rows, scored 0 with the reason. Each
+    worker ends with the grader."""
     work, failed = work or grade_task, failed or failed_rows
     results: list = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_worker_start) as pool:
         futures = [pool.submit(work, t) for t in tasks]
         for i, future in enumerate(futures):
             try:
@@ -104,7 +130,7 @@ def run_tasks(tasks: list, jobs: int, work=None, failed=None) -> list[list[dict]
     for i, task in enumerate(tasks):
         if results[i] is None:
             try:
-                with ProcessPoolExecutor(max_workers=1) as alone:
+                with ProcessPoolExecutor(max_workers=1, initializer=_worker_start) as alone:
                     results[i] = alone.submit(work, task).result()
             except Exception as err:  # noqa: BLE001 (it died again: this submission's rows say so)
                 results[i] = failed(task, f"grader error: the grading process died twice ({type(err).__name__}: "
@@ -254,7 +280,8 @@ def main(argv=None) -> None:
     parser.add_argument("--chapters", nargs="*", help="only these chapters, e.g. 04 05_multihead_attention "
                         "(default: every chapter someone submitted)")
     parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds for each answer cell and each call of a check (default: %(default)s)")
+                        help="seconds for each cell of the student's (replayed earlier answers too) and each call of a "
+                             "check (default: %(default)s)")
     parser.add_argument("--memory", type=float, default=None, metavar="MB",
                         help="memory of all of one answer's processes together (default: 3072)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: %(default)s)")
@@ -278,6 +305,7 @@ def main(argv=None) -> None:
     # the hidden tests' fresh inputs (companion.checks.fresh_inputs): a new seed for each run,
     # which only the grader's processes see (the sandbox starts with an empty environment)
     os.environ.setdefault(GRADING_SEED, str(secrets.randbits(48)))
+    last_for_the_oom_killer()
     t0 = time.perf_counter()
     rows = autograde(args.submissions, chapters, args.timeout, args.jobs, not args.no_sandbox, args.keep, args.memory)
     write_csv(rows, args.out)

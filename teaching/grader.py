@@ -1,15 +1,18 @@
 """Grade one submission of one chapter: the checks run here, the student's code in sandboxes.
 
-For each graded exercise (in the instructor notebook's order):
+One sandbox (:mod:`teaching.sandbox`) per submission imports torch once; for each graded
+exercise (in the instructor notebook's order):
 
-1. a fresh sandbox (:mod:`teaching.sandbox`) runs the chapter's parameters and setup cells,
-   the student's earlier answers that ran, and this exercise's answer, with the companion
-   functions the exercise asks the student to write replaced by "not allowed" stubs;
+1. a fresh process in it runs the chapter's parameters and setup cells, the student's earlier
+   answers that ran, and this exercise's answer, each cell within its own deadline, with the
+   companion functions the exercise asks the student to write replaced by "not allowed" stubs;
 2. here, in the grader's own process, which never executes student code, the instructor's
    check cell runs (hidden tests included) with the real ``companion.checks``; the names the
    answer defines are stand-ins: data values sent over as data, functions as
    :class:`~teaching.sandbox.Remote` objects that call into the sandbox and bring back data;
-3. the exercise scores its points if the check ran to the end, else 0 with the reason.
+3. the exercise scores its points if the check ran to the end, else 0 with the reason; then
+   that process and everything it left are gone. A sandbox that was killed (a time limit, its
+   memory) costs only the exercise it was killed in: the next one gets a new sandbox.
 
 Before each check, torch's global generator is seeded with :data:`CHECK_SEED`: a check's
 fixed inputs do not depend on which students or checks ran before it in the same worker.
@@ -20,6 +23,7 @@ so exercises with per-student variants check each student's own numbers.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import tempfile
@@ -29,7 +33,7 @@ from pathlib import Path
 import torch
 
 from .exercises import Chapter, Exercise, answer_sources
-from .sandbox import AnswerError, Limits, Remote, Sandbox, decode, prepare_course_dir
+from .sandbox import AnswerError, Limits, Remote, Sandbox, prepare_course_dir, remote_value
 
 CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
 
@@ -50,6 +54,21 @@ def parameters_source(chapter: Chapter, student_id: str, seed: int | None = None
     return "\n".join(lines)
 
 
+def setup_imports(source: str) -> tuple[str, ...]:
+    """The modules the setup cells import, other than the companion (which each exercise imports
+    from its own copy): the sandbox imports them once, before any exercise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        found += [n for n in names if n.split(".")[0] != "companion" and n not in found]
+    return tuple(found)
+
+
 class Grader:
     """Grades submissions of one chapter; holds the prepared companion copies, reused across students."""
 
@@ -57,6 +76,7 @@ class Grader:
                  isolate: bool = True):
         self.chapter, self.workdir, self.hidden, self.isolate = chapter, workdir, hidden, isolate
         self.limits = limits or Limits()
+        self.preload = setup_imports(chapter.setup_source)
         self.course_dirs = {}
         for ex in chapter.exercises:
             key = tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))
@@ -65,6 +85,10 @@ class Grader:
 
     def course_dir(self, ex: Exercise) -> Path:
         return self.course_dirs[tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))]
+
+    def course_index(self, ex: Exercise) -> int:
+        """Which of the sandbox's companion copies (``/course/i``) the exercise sees."""
+        return list(self.course_dirs.values()).index(self.course_dir(ex))
 
     def grade(self, submission: Path, student_id: str) -> list[Result]:
         """One :class:`Result` per graded exercise of the chapter, whatever the submission does."""
@@ -79,14 +103,31 @@ class Grader:
             exec(compile(params, "<parameters>", "exec"), trusted)  # noqa: S102 (instructor code)
             exec(compile(chapter.setup_source, "<setup>", "exec"), trusted)  # noqa: S102
         results, ran = [], []
-        for ex in chapter.exercises:
-            if ex.answer_id not in answers:
-                results.append(Result(ex.check_id, 0.0, ex.points, f"no answer cell {ex.answer_id!r} in the submission"))
-                continue
-            result, answer_ran = self._grade_one(ex, answers, ran, params, trusted)
-            results.append(result)
-            if answer_ran:
-                ran.append(ex.answer_id)
+        with tempfile.TemporaryDirectory(dir=self.workdir, prefix="run-") as tmp:
+            box = None
+            try:
+                for ex in chapter.exercises:
+                    if ex.answer_id not in answers:
+                        results.append(Result(ex.check_id, 0.0, ex.points,
+                                              f"no answer cell {ex.answer_id!r} in the submission"))
+                        continue
+                    if box is None or box.dead:  # the first exercise, or the last one's was killed
+                        if box is not None:
+                            box.close()
+                        box = None
+                        try:
+                            box = Sandbox(list(self.course_dirs.values()), self.hidden, self.limits, self.isolate,
+                                          Path(tmp), self.preload)
+                        except AnswerError as err:
+                            results.append(Result(ex.check_id, 0.0, ex.points, f"your code: {err}"[:800]))
+                            continue
+                    result, answer_ran = self._grade_one(box, ex, answers, ran, params, trusted)
+                    results.append(result)
+                    if answer_ran:
+                        ran.append(ex.answer_id)
+            finally:
+                if box is not None:
+                    box.close()
         return results
 
     def _context(self, ex: Exercise, answers: dict, ran: list) -> list[tuple[str, str]]:
@@ -101,11 +142,12 @@ class Grader:
                 cells.append((f"answer {other.answer_id}", answers[other.answer_id]))
         raise ValueError(f"{ex.answer_id} is not an exercise of {self.chapter.name}")
 
-    def _grade_one(self, ex: Exercise, answers: dict, ran: list, params: str, trusted: dict) -> tuple[Result, bool]:
+    def _grade_one(self, box: Sandbox, ex: Exercise, answers: dict, ran: list, params: str,
+                   trusted: dict) -> tuple[Result, bool]:
         """The result of one exercise, and whether its answer cell ran without an error (then
-        the later exercises' sandboxes run it too, before their own answer)."""
+        the later exercises' processes run it too, before their own answer, each time within the
+        answer's own time limit)."""
         job = {
-            "course_dir": "/course",
             "context_cells": [("parameters", params), ("setup", self.chapter.setup_source),
                               *self._context(ex, answers, ran)],
             "answer_id": ex.answer_id,
@@ -114,41 +156,40 @@ class Grader:
             "torch_not_allowed": [n for n in ex.not_allowed if n.startswith("torch.")],
         }
         answer_error = ""
-        with tempfile.TemporaryDirectory(dir=self.workdir, prefix="run-") as tmp:
-            box = None
+        try:
+            first = box.start(job, self.course_index(ex))
+            if not first["ok"]:
+                answer_error = f"the answer cell raised {first.get('error', '')}; "
+            names = first.get("names")
+            namespace = dict(trusted)
+            for name in ex.names:
+                encoded = names.get(name, ("missing",)) if isinstance(names, dict) else ("missing",)
+                if encoded == ("callable",):
+                    namespace[name] = Remote(box, {"name": name}, name)
+                elif encoded == ("missing",) or not isinstance(encoded, tuple):
+                    namespace.pop(name, None)  # the check then fails with a NameError naming it
+                else:
+                    namespace[name] = remote_value(box, encoded, name)
+            # the check's own random inputs are the same whatever ran before in this worker
+            # (other students, earlier checks that stopped half-way); the hidden fresh
+            # ones come from the grading seed (companion.checks.fresh_rng)
+            torch.manual_seed(CHECK_SEED)
+            with contextlib.redirect_stdout(io.StringIO()):
+                for src in ex.context:  # the instructor's, e.g. the student's variant
+                    exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102
+                namespace.update({k: v for k, v in trusted.items() if k not in ex.names})
+                exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
+            return Result(ex.check_id, ex.points, ex.points, "passed"), not answer_error
+        except AnswerError as err:
+            return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800]), False
+        except AssertionError as err:
+            why = str(err) or "an assertion of the check failed"
+            return Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800]), not answer_error
+        except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, ...)
+            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800]),
+                    not answer_error)
+        finally:
             try:
-                box = Sandbox(job, self.course_dir(ex), self.hidden, self.limits, self.isolate, Path(tmp))
-                first = box.receive()
-                if not first["ok"]:
-                    answer_error = f"the answer cell raised {first.get('error', '')}; "
-                names = first.get("names")
-                namespace = dict(trusted)
-                for name in ex.names:
-                    encoded = names.get(name, ("missing",)) if isinstance(names, dict) else ("missing",)
-                    if encoded == ("callable",):
-                        namespace[name] = Remote(box, {"name": name}, name)
-                    elif encoded == ("missing",) or not isinstance(encoded, tuple):
-                        namespace.pop(name, None)  # the check then fails with a NameError naming it
-                    else:
-                        namespace[name] = decode(box, encoded, name)
-                # the check's own random inputs are the same whatever ran before in this worker
-                # (other students, earlier checks that stopped half-way); the hidden fresh
-                # ones come from the grading seed (companion.checks.fresh_rng)
-                torch.manual_seed(CHECK_SEED)
-                with contextlib.redirect_stdout(io.StringIO()):
-                    for src in ex.context:  # the instructor's, e.g. the student's variant
-                        exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102
-                    namespace.update({k: v for k, v in trusted.items() if k not in ex.names})
-                    exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
-                return Result(ex.check_id, ex.points, ex.points, "passed"), not answer_error
-            except AnswerError as err:
-                return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800]), False
-            except AssertionError as err:
-                why = str(err) or "an assertion of the check failed"
-                return Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800]), not answer_error
-            except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, ...)
-                return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800]),
-                        not answer_error)
-            finally:
-                if box is not None:
-                    box.close()
+                box.finish()  # its process and everything it left are gone; or the sandbox is dead
+            except AnswerError:
+                pass

@@ -1,18 +1,35 @@
-"""One throw-away sandbox per graded answer, and the grader's side of the conversation with it.
+"""One sandbox per student and chapter, a fresh process in it per graded answer, and the
+grader's side of the conversation with them.
 
 The sandbox is bubblewrap (``bwrap``, Debian's ``bubblewrap`` package): a new mount, PID,
 network, IPC and (unless the grader is root) user namespace in which only the system's
-programs, the Python installation (read-only, also a venv inside the repository), a copy of
-the companion prepared for the exercise (read-only), an empty, size-limited ``/tmp`` and
-``/dev/shm`` exist; every other file system in it is read-only. The course repository, the
-instructor notebooks, the grader's working folders, the other submissions, the folders of
-``PYTHONPATH`` and the network are not there. When the grader runs as root, the runner
-becomes the unprivileged ``Limits.user`` before it runs anything of the student's. Limits on
-CPU time, address space and file size per process are set with ``setrlimit`` before it
-starts; the memory and the number of processes of the whole sandbox are watched from here
-(:class:`_Watch`); every read and write of a request has a deadline, and a sandbox that
-overruns any of them is killed with its whole process group. ``--timeout`` counts from the
-moment the runner starts the answer cell, not from the sandbox's start-up.
+programs, the Python installation (read-only, also a venv inside the repository), the copies
+of the companion prepared for the chapter's exercises (read-only, ``/course/0``, ``/course/1``,
+...), an empty, size-limited ``/tmp`` and ``/dev/shm`` exist; every other file system in it is
+read-only. The course repository, the instructor notebooks, the grader's working folders, the
+other submissions, the folders of ``PYTHONPATH`` and the network are not there.
+
+In it, the runner (:mod:`teaching.sandbox_runner`) imports torch once and then, for each graded
+answer, forks a fresh process that runs the cells and serves the check; when the exercise ends,
+every process it left is killed and ``/tmp`` and ``/dev/shm`` are emptied. When the grader runs
+as root, that process becomes an unprivileged user of its own before it runs anything of the
+student's: one user per sandbox running at the same time (:func:`_claim_user`), so no two
+students share a per-user limit. A seccomp filter (:func:`seccomp_filter`) refuses, in the whole
+sandbox, what would let a student hide memory from the limits or leave something behind: new
+namespaces (``unshare``, ``clone`` with a namespace flag, ``setns``), mounts, System V shared
+memory, ``memfd_create``, the kernel's keyrings (``add_key``, ``keyctl``, ``request_key``),
+``ptrace``, ``bpf``, ``userfaultfd`` and ``io_uring``.
+
+Limits on CPU time, address space and file size per process are set with ``setrlimit``; the
+memory of the whole sandbox is counted by the kernel where the machine lets the grader make a
+memory cgroup per sandbox (:class:`_MemoryCgroup`: ``memory.max`` and ``memory.swap.max``,
+or cgroup v1's ``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes``), and watched from
+here in any case, with the number of its processes (:class:`_Watch`). The sandbox's processes
+are the first the kernel's OOM killer picks (``oom_score_adj`` 1000). Every read and write of a
+request has a deadline, and a sandbox that overruns any of them is killed with its whole
+process group; the next answer then gets a new sandbox. ``--timeout`` counts from the moment
+the runner starts each answer cell, replayed earlier answers included, not from the sandbox's
+start-up.
 
 Without bwrap, grading refuses to run unless the instructor passes ``--no-sandbox``, which
 runs the student's code as the instructor's user, with the same resource limits but with the
@@ -22,7 +39,9 @@ instructor's files in reach.
 from __future__ import annotations
 
 import ast
+import fcntl
 import os
+import platform
 import resource
 import select
 import shutil
@@ -32,6 +51,7 @@ import struct
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +63,8 @@ from . import wire
 
 RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
 MAX_REPLY = 64 * 2**20  # bytes in one reply from the sandbox
+PRELOAD = ("numpy", "einops", "matplotlib", "matplotlib.pyplot")  # what the companion imports (not itself)
+TAG_RELAYED, TAG_TEMPLATE = 0, 1  # who sent a frame: the exercise's process, or the runner's template
 NO_SANDBOX_RISK = ("--no-sandbox runs every submission's code as your user, with your files and the network in "
                    "reach: a submission can read the solutions, change other submissions or the grader, and "
                    "forge its grade. Use it only for code you trust (your own test submissions).")
@@ -54,17 +76,17 @@ class AnswerError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    seconds: float = 30.0  # wall clock for the answer cell and, separately, for each call of the check
-    startup_seconds: float = 120.0  # for the sandbox to start and run the cells before the answer (not counted above)
-    total_factor: float = 4.0  # and all of one exercise together: at most this many times `seconds`
-    cpu_seconds: int = 120  # CPU time of the whole sandbox
+    seconds: float = 30.0  # wall clock for each cell of the student's (replayed ones too) and each call of the check
+    startup_seconds: float = 120.0  # for the sandbox to start, and for the parameters and setup cells
+    total_factor: float = 4.0  # and one exercise's answer and check together: at most this many times `seconds`
+    cpu_seconds: int = 120  # CPU time of each process
     memory_bytes: int = 6 * 2**30  # address space (torch reserves a lot of it)
     file_bytes: int = 16 * 2**20  # largest file it may write (its printed output included)
     tmp_bytes: int = 64 * 2**20  # size of its /tmp
     shm_bytes: int = 16 * 2**20  # size of its /dev/shm (its other file systems are read-only)
     resident_bytes: int = 3 * 2**30  # memory of all its processes together (private and shared-memory pages)
     processes: int = 32  # processes at the same time (its threads not counted)
-    user: int = 65534  # the unprivileged user it runs as when the grader is root (nobody)
+    user: int = 2_900_000_000  # when the grader is root: the first of the users the sandboxes run as, one each
 
 
 def bwrap_available() -> tuple[bool, str]:
@@ -77,6 +99,180 @@ def bwrap_available() -> tuple[bool, str]:
     if probe.returncode != 0:
         return False, f"bwrap cannot create a sandbox here: {probe.stderr.strip()}"
     return True, ""
+
+
+def _bwrap_has(option: str) -> bool:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    run = subprocess.run([bwrap, "--help"], capture_output=True, text=True, encoding="utf-8", errors="replace")
+    return option in run.stdout + run.stderr
+
+
+# -- seccomp: what no sandbox may do ------------------------------------------------------------
+
+_ARCHES = {  # AUDIT_ARCH_*, then the system call numbers
+    "x86_64": (0xC000003E, {
+        "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429, "open_tree": 428,
+        "mount_setattr": 442, "add_key": 248, "request_key": 249, "keyctl": 250, "shmget": 29, "memfd_create": 319,
+        "ptrace": 101, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone": 56, "clone3": 435}),
+    "aarch64": (0xC00000B7, {
+        "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429, "open_tree": 428,
+        "mount_setattr": 442, "add_key": 217, "request_key": 218, "keyctl": 219, "shmget": 194, "memfd_create": 279,
+        "ptrace": 117, "bpf": 280, "userfaultfd": 282, "io_uring_setup": 425, "clone": 220, "clone3": 435}),
+}
+CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME: clone3 only)
+REFUSED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
+           "move_mount", "open_tree", "mount_setattr", "add_key", "request_key", "keyctl", "shmget", "memfd_create",
+           "ptrace", "bpf", "userfaultfd", "io_uring_setup")
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The classic-BPF program bwrap installs with ``--seccomp``: the calls in :data:`REFUSED`
+    and ``clone`` with a namespace flag fail with EPERM, ``clone3`` (whose flags a filter cannot
+    read) with ENOSYS, so that the C library falls back to ``clone``; every call of another
+    architecture's numbering (32-bit, x32) fails. ``None`` on a machine whose numbers it lacks."""
+    arch = _ARCHES.get(machine or platform.machine())
+    if arch is None:
+        return None
+    audit, nr = arch
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, eperm), (ld, 0, 0, 0)]
+    if machine in (None, "x86_64") and audit == 0xC000003E:
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]  # the x32 numbering
+    for name in REFUSED:
+        prog += [(jeq, 0, 1, nr[name]), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 1, nr["clone3"]), (ret, 0, 0, enosys),
+             (jeq, 0, 4, nr["clone"]), (ld, 0, 0, 16), (jset, 0, 1, CLONE_NEW_FLAGS), (ret, 0, 0, eperm),
+             (ret, 0, 0, allow), (ret, 0, 0, allow)]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+# -- memory the kernel counts ------------------------------------------------------------------
+
+class _MemoryCgroup:
+    """A memory cgroup of its own for one sandbox, where this machine lets the grader make one
+    (cgroup v2 with the memory controller delegated, or cgroup v1's memory hierarchy): every page
+    the sandbox's processes create is counted there, System V and POSIX shared memory, memfds
+    and tmpfs files included, swap too, and the kernel stops the sandbox at ``limit``."""
+
+    count = 0
+
+    def __init__(self, limit: int | None):
+        self.path: Path | None = None
+        self.v2 = False
+        if limit is None:  # none wanted
+            return
+        try:
+            parent, self.v2 = self._parent()
+            if parent is None:
+                return
+            _MemoryCgroup.count += 1
+            path = parent / f"teaching-sandbox-{os.getpid()}-{_MemoryCgroup.count}"
+            path.mkdir()
+            self.path = path
+            if self.v2:
+                (path / "memory.max").write_text(str(limit), encoding="utf-8")
+                if (path / "memory.swap.max").exists():
+                    (path / "memory.swap.max").write_text("0", encoding="utf-8")
+            else:
+                (path / "memory.limit_in_bytes").write_text(str(limit), encoding="utf-8")
+                if (path / "memory.memsw.limit_in_bytes").exists():  # memory and swap together
+                    (path / "memory.memsw.limit_in_bytes").write_text(str(limit), encoding="utf-8")
+        except OSError:
+            self.remove()
+            self.path = None
+
+    @staticmethod
+    def _parent() -> tuple[Path | None, bool]:
+        try:
+            with open("/proc/self/cgroup", encoding="utf-8") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+        except OSError:
+            return None, False
+        root = Path("/sys/fs/cgroup")
+        for _, controllers, rel in lines:
+            if "memory" in controllers.split(",") and (root / "memory").is_dir():
+                path = root / "memory" / rel.lstrip("/")
+                return (path if os.access(path, os.W_OK) else None), False
+        for hierarchy, _, rel in lines:
+            if hierarchy == "0" and (root / "cgroup.controllers").exists():
+                path = root / rel.lstrip("/")
+                try:
+                    delegated = "memory" in (path / "cgroup.subtree_control").read_text(encoding="utf-8").split()
+                except OSError:
+                    delegated = False
+                return (path if delegated and os.access(path, os.W_OK) else None), True
+        return None, False
+
+    def join(self) -> None:
+        """Called in the sandbox's process before it starts bwrap (no Python objects: after fork)."""
+        if self.path is not None:
+            fd = os.open(str(self.path / "cgroup.procs"), os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel killed for memory."""
+        if self.path is None:
+            return 0
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        try:
+            for line in (self.path / name).read_text(encoding="utf-8").splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        if self.path is None:
+            return
+        for _ in range(100):  # its last processes may take a moment to be gone
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def memory_counted_by_kernel() -> bool:
+    """Whether this machine lets the grader make a memory cgroup per sandbox."""
+    group = _MemoryCgroup(2**30)
+    try:
+        return group.path is not None
+    finally:
+        group.remove()
+
+
+# -- one user per sandbox running at the same time (when the grader is root) ------------------
+
+def _claim_user(first: int, slots: int = 4096) -> tuple[int, int | None]:
+    """A user id that no other sandbox on this machine has now (``first`` + a free slot),
+    held with a lock until :func:`os.close` of the returned descriptor."""
+    folder = Path(tempfile.gettempdir()) / f"teaching-sandbox-users-{os.geteuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+        if not folder.is_dir() or folder.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise OSError(f"{folder} is not the grader's own private folder")
+    except OSError:
+        return first, None
+    for slot in range(slots):
+        fd = os.open(folder / f"{slot}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return first + slot, fd
+        except BlockingIOError:
+            os.close(fd)
+    return first, None
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -105,8 +301,11 @@ def _python_paths(hidden: list[Path]) -> list[str]:
     return [p for p in keep if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in keep)]
 
 
-def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolate: bool = True) -> list[str]:
-    """The command that starts the runner: inside bwrap, or (``isolate=False``) as it is."""
+def sandbox_command(course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
+                    seccomp_fd: int | None = None) -> list[str]:
+    """The command that starts the runner: inside bwrap, or (``isolate=False``) as it is. The
+    companion copy ``course_dirs[i]`` is ``/course/i`` in the sandbox; ``seccomp_fd`` is a
+    descriptor that holds :func:`seccomp_filter`'s program."""
     python = [sys.executable, "-I", "-B"]
     if not isolate:
         return [*python, str(RUNNER)]
@@ -117,7 +316,9 @@ def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolat
         unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                    "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        unshare = ["--unshare-all", "--cap-drop", "ALL"]
+        unshare = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
+        if _bwrap_has("--disable-userns"):  # bubblewrap 0.8: no user namespace inside this one
+            unshare.append("--disable-userns")
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", *unshare,
            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
@@ -154,8 +355,13 @@ def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolat
     real = Path(companion.__path__[0]).resolve()
     for path in _python_paths(hidden):
         if str(real).startswith(path.rstrip("/") + "/"):  # an installed (not editable) companion
-            cmd += ["--ro-bind", str(course_dir / "companion"), str(real)]
-    cmd += ["--ro-bind", str(course_dir), "/course", "--perms", "0755", "--dir", "/grader",
+            cmd += ["--tmpfs", str(real), "--remount-ro", str(real)]  # each exercise has its own: /course/i
+    cmd += ["--perms", "0755", "--dir", "/course"]
+    for i, course_dir in enumerate(course_dirs):
+        cmd += ["--ro-bind", str(course_dir), f"/course/{i}"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd += ["--perms", "0755", "--dir", "/grader",
             "--ro-bind", str(RUNNER), "/grader/runner.py",
             "--ro-bind", str(RUNNER.with_name("wire.py")), "/grader/wire.py",
             "--remount-ro", "/",  # bwrap's own root, a tmpfs without a size: read-only once built
@@ -163,9 +369,17 @@ def sandbox_command(course_dir: Path, hidden: list[Path], limits: Limits, isolat
     return cmd
 
 
-def _set_limits(limits: Limits):
+def _set_limits(limits: Limits, group: _MemoryCgroup | None):
     def apply():
         os.setsid()
+        if group is not None:
+            group.join()
+        try:  # the first process the kernel's OOM killer picks, before the grader (-999)
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -203,21 +417,25 @@ def _resident(pid: int) -> int:
 
 class _Watch(threading.Thread):
     """Kills a sandbox whose processes together hold more than ``resident_bytes`` or number more
-    than ``processes``: a limit per submission, which ``setrlimit`` (per process) is not."""
+    than ``processes``, or one of whose processes the kernel killed for memory (its cgroup):
+    limits per submission, which ``setrlimit`` (per process) is not."""
 
     def __init__(self, box: Sandbox, every: float = 0.05):
         super().__init__(daemon=True)
         self.box, self.every, self.stop = box, every, threading.Event()
 
     def run(self):
-        limits, pid = self.box.limits, self.box.proc.pid
+        limits, pid, group = self.box.limits, self.box.proc.pid, self.box.group
+        memory = f"killed for using more than {limits.resident_bytes / 2**20:,.0f} MB of memory (all its processes"
         while not self.stop.wait(self.every):
             pids = _tree(pid)
             why = None
-            if len(pids) > limits.processes + 2:  # bwrap and its init inside
+            if len(pids) > limits.processes + 4:  # bwrap, its init, the runner's template and sweeper
                 why = f"killed for starting more than {limits.processes} processes"
+            elif group.oom_kills():
+                why = memory + ", as the kernel counts it: shared memory and files in memory included)"
             elif sum(map(_resident, pids)) > limits.resident_bytes:
-                why = f"killed for using more than {limits.resident_bytes / 2**30:g} GB of memory (all its processes)"
+                why = memory + ")"
             if why:
                 self.box.killed_for = why
                 try:
@@ -228,49 +446,127 @@ class _Watch(threading.Thread):
 
 
 class Sandbox:
-    """A running student process (one answer), and the requests the grader sends it."""
+    """A running sandbox (one student and chapter), the exercise running in it, and the requests
+    the grader sends that exercise's process."""
 
-    def __init__(self, job: dict, course_dir: Path, hidden: list[Path], limits: Limits, isolate: bool = True,
-                 workdir: Path | None = None):
+    def __init__(self, course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
+                 workdir: Path | None = None, preload: tuple[str, ...] = ()):
         self.limits = limits
         self.dead: str | None = None
         self.killed_for: str | None = None  # set by the watch
-        self.end = time.monotonic() + limits.startup_seconds  # until the answer starts; then for the exercise
-        cmd = sandbox_command(course_dir, hidden, limits, isolate)
-        env = None
-        if not isolate:  # the same clean environment, in a folder of its own
-            env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-                   "GRADING_LOG": str(workdir / "student.log")}
-            job = {**job, "course_dir": str(course_dir)}
-        job = {**job, "user": limits.user if isolate and os.geteuid() == 0 else None,
-               "processes": limits.processes * 16}  # tasks of its user (threads count), a backstop for the watch
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_set_limits(limits), env=env, cwd=workdir, bufsize=0)
+        self.over = True  # no exercise is running
+        self.end: float | None = None  # the deadline of the running exercise's answer and check together
+        self.course_dirs = [Path(c) for c in course_dirs]
+        root = isolate and os.geteuid() == 0
+        self.user, self._user_lock = _claim_user(limits.user) if root else (None, None)
+        self.isolate = isolate
+        self.group = _MemoryCgroup(limits.resident_bytes if isolate else None)
+        program = seccomp_filter() if isolate else None
+        seccomp = None
+        if program is not None:
+            seccomp, write = os.pipe()
+            os.write(write, program)  # far less than a pipe holds
+            os.close(write)
+        try:
+            cmd = sandbox_command(self.course_dirs, hidden, limits, isolate, seccomp)
+            env = None
+            if not isolate:  # the same clean environment, in a folder of its own
+                env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+                       "GRADING_LOG": str(workdir / "student.log")}
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         preexec_fn=_set_limits(limits, self.group), env=env, cwd=workdir, bufsize=0,
+                                         pass_fds=() if seccomp is None else (seccomp,))
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         os.set_blocking(self.proc.stdin.fileno(), False)
         self.watch = _Watch(self)
         self.watch.start()
-        self._send(job, limits.startup_seconds)
-        # the runner says when the answer cell starts: --timeout counts from there, so a slow
-        # start (bwrap, importing torch, the setup cells on a busy machine) costs no one their points
-        started = self.receive(limits.startup_seconds, "time limit: the sandbox did not start and run the cells "
-                                                       f"before the answer within {limits.startup_seconds:g} s")
-        if started.get("started") is not True:
+        setup = {"user": self.user, "processes": limits.processes * 16,  # tasks of its user (threads count)
+                 "isolated": isolate, "clean": ["/tmp", "/dev/shm"] if isolate else [],
+                 "log": "/tmp/student.log" if isolate else str(workdir / "student.log"),
+                 "preload": [*PRELOAD, *preload]}
+        self._send_raw(cloudpickle.dumps(setup), limits.startup_seconds, "the sandbox did not start")
+        ready = self.receive(limits.startup_seconds, f"the sandbox did not start within {limits.startup_seconds:g} s",
+                             template=True)
+        if ready.get("ready") is not True:
             self._die("a malformed reply")
-        self.end = time.monotonic() + limits.seconds * limits.total_factor  # for the whole exercise
+
+    # -- exercises -------------------------------------------------------------------------
+    def start(self, job: dict, course: int) -> dict:
+        """Run one exercise's cells in a fresh process: each cell before the answer within its
+        own deadline (the parameters and setup cells: the start-up allowance; the others, the
+        student's replayed answers included: ``seconds``), then the answer. Returns the answer's
+        reply (``ok``, ``error``, ``names``)."""
+        if self.dead:
+            raise AnswerError(self.dead)
+        if not self.over:
+            self.finish()
+        self.over, self.end = False, None
+        self._send_raw(bytes([TAG_TEMPLATE]) + cloudpickle.dumps({"op": "exercise", **job,
+                                                                  "course_dir": self._course(course)}))
+        for label, _ in job["context_cells"]:
+            if label in ("parameters", "setup"):
+                seconds, late = self.limits.startup_seconds, f"the {label} cell did not finish within {{:g}} s"
+            elif label.startswith("answer"):
+                seconds, late = self.limits.seconds, f"your {label}, replayed before this one, took more than {{:g}} s"
+            else:
+                seconds, late = self.limits.seconds, f"the {label} cell did not finish within {{:g}} s"
+            ran = self.receive(seconds, late.format(seconds))
+            if ran.get("ran") != label:
+                self._die("a malformed reply")
+        self.end = time.monotonic() + self.limits.seconds * self.limits.total_factor  # answer and check
+        return self.receive(self.limits.seconds, f"your answer cell did not finish within {self.limits.seconds:g} s")
+
+    def _course(self, i: int) -> str:
+        return f"/course/{i}" if self.isolate else str(self.course_dirs[i])
+
+    def finish(self) -> None:
+        """End the running exercise: its process and everything it left are killed and its files
+        removed, and the sandbox is ready for the next one (or dead, if it was not)."""
+        if self.dead or self.over:
+            return
+        self.end = None
+        self._send_raw(bytes([TAG_TEMPLATE]) + cloudpickle.dumps({"op": "end"}))
+        self.end = time.monotonic() + self.limits.seconds  # for all of it, however many frames come first
+        late = f"the sandbox did not end the exercise within {self.limits.seconds:g} s"
+        for _ in range(10_000):  # replies it sent that no one asked for are dropped
+            try:
+                self.receive(self.limits.seconds, late)
+            except AnswerError:
+                if self.over and not self.dead:
+                    return
+                raise
+        self._die("a malformed reply")
 
     # -- frames ---------------------------------------------------------------------------
-    def _send(self, obj, seconds: float | None = None) -> None:
+    def _deadline(self, seconds: float | None, late: str | None) -> tuple[float, str]:
+        """When a wait ends, and what the row says if it does: the limit that applied, quoted."""
+        seconds = seconds or self.limits.seconds
+        own = time.monotonic() + seconds
+        if self.end is not None and self.end < own:
+            if self.over is False and late and late.startswith("the sandbox did not end"):
+                return self.end, f"time limit: {late}"
+            return self.end, (f"time limit: your answer and the check together took more than "
+                              f"{self.limits.seconds * self.limits.total_factor:g} s")
+        return own, f"time limit: {late}" if late else f"time limit: no answer within {seconds:g} s"
+
+    def _send_raw(self, payload: bytes, seconds: float | None = None, late: str | None = None) -> None:
         """Write one request, with the same deadline as a reply: a sandbox that stops reading
         (a request larger than the pipe's buffer then blocks) is killed, never waited for."""
-        payload = cloudpickle.dumps(obj)
+        if self.dead:
+            raise AnswerError(self.dead)
         data = memoryview(struct.pack(">Q", len(payload)) + payload)
-        deadline = min(time.monotonic() + (seconds or self.limits.seconds), self.end)
+        deadline, why = self._deadline(seconds, late or "the student's process stopped reading (no request taken "
+                                       f"within {seconds or self.limits.seconds:g} s)")
         fd = self.proc.stdin.fileno()
         while data:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._die(f"time limit: the student's process stopped reading (no request taken within "
-                          f"{self.limits.seconds:g} s)")
+                self._die(why)
             _, ready, _ = select.select([], [fd], [], left)
             if not ready:
                 continue
@@ -279,51 +575,65 @@ class Sandbox:
             except BlockingIOError:
                 continue
             except (BrokenPipeError, OSError):
-                self._die("the student's process ended (it exited or crashed)")
+                self._die(self._why_ended())
 
-    def _read_exact(self, n: int, deadline: float, late: str | None = None) -> bytes:
+    def _send(self, obj, seconds: float | None = None) -> None:
+        self._send_raw(bytes([TAG_RELAYED]) + cloudpickle.dumps(obj), seconds)
+
+    def _why_ended(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        if not self.killed_for and self.group.oom_kills():
+            self.killed_for = (f"killed for using more than {self.limits.resident_bytes / 2**20:,.0f} MB of memory (all "
+                               "its processes, as the kernel counts it: shared memory and files in memory included)")
+        return self.killed_for if self.killed_for else \
+            "killed for using too much CPU time" if code == -signal.SIGXCPU else \
+            "killed for writing too much output" if code == -signal.SIGXFSZ else \
+            f"the sandbox ended (exit code {code})" if code is not None else \
+            "the sandbox closed its output"
+
+    def _read_exact(self, n: int, deadline: float, late: str) -> bytes:
         fd = self.proc.stdout.fileno()
         chunks, got = [], 0
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._die(late if late else f"time limit: no answer within {self.limits.seconds:g} s"
-                          if time.monotonic() < self.end
-                          else f"time limit: the exercise took more than {self.limits.seconds * self.limits.total_factor:g} s")
+                self._die(late)
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             chunk = os.read(fd, min(n - got, 1 << 20))
             if not chunk:
-                try:
-                    code = self.proc.wait(timeout=2)
-                except subprocess.TimeoutExpired:
-                    code = None
-                why = self.killed_for if self.killed_for else \
-                    "killed for using too much CPU time" if code == -signal.SIGXCPU else \
-                    "killed for writing too much output" if code == -signal.SIGXFSZ else \
-                    f"the student's process ended (exit code {code})" if code is not None else \
-                    "the student's process closed its output"
-                self._die(why)
+                self._die(self._why_ended())
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
 
-    def receive(self, seconds: float | None = None, late: str | None = None):
-        """The next reply, read as plain data only (:mod:`teaching.wire`: no pickle)."""
+    def receive(self, seconds: float | None = None, late: str | None = None, template: bool = False):
+        """The next reply, read as plain data only (:mod:`teaching.wire`: no pickle). A frame
+        of the template that says the exercise's process ended raises :class:`AnswerError`."""
         if self.dead:
             raise AnswerError(self.dead)
-        deadline = min(time.monotonic() + (seconds or self.limits.seconds), self.end)
-        (n,) = struct.unpack(">Q", self._read_exact(8, deadline, late))
-        if n > MAX_REPLY:
+        deadline, why = self._deadline(seconds, late)
+        (n,) = struct.unpack(">Q", self._read_exact(8, deadline, why))
+        if n > MAX_REPLY + 1 or n < 1:
             self._die(f"a reply of {n:,} bytes (more than {MAX_REPLY:,})")
-        payload = self._read_exact(n, deadline, late)
+        frame = self._read_exact(n, deadline, why)
         try:
-            reply = wire.decode(payload)
+            reply = wire.decode(frame[1:])
         except wire.WireError as err:
             self._die(f"an unreadable reply ({err})")
-        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool) or frame[0] not in (0, 1):
             self._die("a malformed reply")
+        if frame[0] == TAG_TEMPLATE and not template:
+            if reply.get("over") is not True:
+                self._die("a malformed reply")
+            self.over = True
+            raise AnswerError(str(reply.get("error", "")) or "the exercise ended")
+        if frame[0] == TAG_RELAYED and (template or self.over):
+            self._die("a reply from the student's process when none was running")
         return reply
 
     def _die(self, why: str):
@@ -334,13 +644,24 @@ class Sandbox:
     def request(self, obj):
         if self.dead:
             raise AnswerError(self.dead)
+        if self.over:
+            raise AnswerError("the student's process ended")
         self._send(obj)
         reply = self.receive()
         if not reply["ok"]:
             raise AnswerError(str(reply.get("error", "an error"))[:800])
         return reply
 
+    def _release(self) -> None:
+        self.group.remove()
+        if self._user_lock is not None:
+            os.close(self._user_lock)
+            self._user_lock = None
+
     def close(self) -> None:
+        if getattr(self, "closed", False):
+            return
+        self.closed = True
         self.watch.stop.set()
         if self.proc.poll() is None:
             try:
@@ -353,6 +674,8 @@ class Sandbox:
                 stream.close()
             except OSError:
                 pass
+        self.watch.join(timeout=5)
+        self._release()
 
 
 class Remote:
@@ -363,20 +686,20 @@ class Remote:
         self._box, self._ref, self._label = box, ref, label
 
     def __call__(self, *args, **kwargs):
-        return decode(self._box, self._box.request({"op": "call", **self._ref, "args": args, "kwargs": kwargs})["result"],
+        return remote_value(self._box, self._box.request({"op": "call", **self._ref, "args": args, "kwargs": kwargs})["result"],
                       f"{self._label}(...)")
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return decode(self._box, self._box.request({"op": "getattr", **self._ref, "attr": attr})["result"],
+        return remote_value(self._box, self._box.request({"op": "getattr", **self._ref, "attr": attr})["result"],
                       f"{self._label}.{attr}")
 
     def __repr__(self) -> str:
         return f"<{self._label} from the submission>"
 
 
-def decode(box: Sandbox, encoded, label: str):
+def remote_value(box: Sandbox, encoded, label: str):
     """A value from the sandbox's ``("value", data)`` or a :class:`Remote` for ``("handle", id, ...)``."""
     if isinstance(encoded, tuple) and encoded and encoded[0] == "value" and len(encoded) == 2:
         return encoded[1]

@@ -1,17 +1,29 @@
-"""The student side of grading: runs INSIDE the sandbox, one process per graded exercise.
+"""The student side of grading: runs INSIDE the sandbox, one sandbox per student and chapter.
 
-It executes the chapter's parameters and setup cells and the student's answer cells, then
-answers requests from the grader over its standard input and output: "call your function
-``attend`` with these arguments", "what is the attribute ``w`` of that object". Every reply
-is plain data in the format of ``wire.py`` (tensors, numbers, strings, tuples, lists, dicts:
-no pickle, nothing that can carry code); anything else stays here and the grader gets a handle
-to it. This file never decides a grade: the grader runs the checks in
-its own process, on the values this process sends. Whatever the student's code does here
-(patch ``companion.checks``, rebind ``torch``, ``exit()``, loop) changes only what this
-process answers, never how the answer is judged.
+The process bwrap starts is a *template*: it imports torch once, never runs anything of the
+student's, and for each graded exercise forks a fresh process that runs the chapter's
+parameters and setup cells, the student's earlier answers that ran, and this exercise's
+answer, with the companion copy prepared for this exercise, then answers requests from the
+grader: "call your function ``attend`` with these arguments", "what is the attribute ``w`` of
+that object". When the grader ends the exercise, the template kills every process the
+exercise left and empties ``/tmp`` and ``/dev/shm``: the next exercise starts from the same
+clean state as a fresh sandbox, only without importing torch again.
+
+The exercise process talks to the template over pipes of its own; only the template writes to
+the grader, a whole frame at a time, each frame tagged with who sent it (0: the exercise's
+process, relayed; 1: the template itself), so nothing the student's code writes can pass for
+the template or reach the grader after its exercise has ended. Every reply of the exercise's
+process is plain data in the format of ``wire.py`` (tensors, numbers, strings, tuples, lists,
+dicts: no pickle, nothing that can carry code); anything else stays here and the grader gets a
+handle to it. This file never decides a grade: the grader runs the checks in its own process,
+on the values this process sends. Whatever the student's code does here (patch
+``companion.checks``, rebind ``torch``, ``exit()``, loop) changes only what this process
+answers, never how the answer is judged. After each cell the exercise's process says so: the
+grader gives every cell its own deadline (the parameters and setup cells the start-up
+allowance, every other cell, replayed answers included, the answer's own ``--timeout``).
 
 Standard library and torch only: the ``teaching`` package is not visible in the sandbox.
-Frames: 8-byte big-endian length, then the payload.
+Frames: 8-byte big-endian length, then the payload (to and from the grader: a tag byte first).
 """
 
 import os
@@ -35,9 +47,9 @@ def read_exactly(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(stream):
+def read_frame(stream, limit: int = MAX_FRAME):
     (n,) = struct.unpack(">Q", read_exactly(stream, 8))
-    if n > MAX_FRAME:
+    if n > limit:
         raise ValueError(f"frame of {n} bytes")
     return read_exactly(stream, n)
 
@@ -93,35 +105,221 @@ def refuse_kernels(torch, names) -> None:
                 lib.impl(op, refuse, key)
 
 
-def main() -> None:
-    # The protocol keeps the original stdin/stdout; the student's prints go to a log file
-    # (limited in size by the sandbox) and never mix with the replies.
-    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    log = os.open(os.environ.get("GRADING_LOG", "/tmp/student.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+TAG_RELAYED, TAG_TEMPLATE = b"\x00", b"\x01"
+MAX_RELAYED = 64 * 2**20 + 1  # the most the grader reads in one reply (sandbox.MAX_REPLY)
+
+
+def _redirect_output(log_path: str) -> None:
+    """The student's prints go to a log file (limited in size by the sandbox) and never mix
+    with the replies."""
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    os.close(log)
+    os.close(devnull)
     sys.stdin = open(0, closefd=False, encoding="utf-8")
     sys.stdout = open(1, "w", buffering=1, closefd=False, encoding="utf-8")
     sys.stderr = open(2, "w", buffering=1, closefd=False, encoding="utf-8")
 
-    job = pickle.loads(read_frame(proto_in))  # from the grader: trusted
-    if job.get("user") is not None:  # the grader runs as root: become an unprivileged user first
-        os.chmod("/tmp", 0o1777)
+
+def _others(keep: set[int]) -> list[int]:
+    """The processes in the sandbox's PID namespace other than ``keep``."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+
+
+def _sweep(setup: dict, keep: set[int]) -> None:
+    """Kill every process an exercise left (its own, daemons, orphans) and remove every file it
+    left in /tmp and /dev/shm, as the student's user (who may kill and remove exactly those)."""
+    import shutil  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if setup.get("user") is not None:  # who may kill and remove exactly the student's
+                os.setgroups([])
+                os.setgid(setup["user"])
+                os.setuid(setup["user"])
+            mine = {*keep, os.getpid()}
+            for _ in range(200):  # a process forking while it is killed: until none is left
+                others = _others(mine)
+                if not others:
+                    break
+                for p in others:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+            for folder in setup.get("clean", ()):
+                for entry in os.listdir(folder) if os.path.isdir(folder) else ():
+                    path = os.path.join(folder, entry)
+
+                    def unlock(fn, p, _exc):  # a folder the student made unreadable
+                        os.chmod(os.path.dirname(p), 0o700)
+                        fn(p)
+
+                    try:
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            os.chmod(path, 0o700)
+                            shutil.rmtree(path, onerror=unlock)
+                        else:
+                            os.unlink(path)
+                    except OSError:
+                        pass
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def template() -> None:
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    _redirect_output("/dev/null")
+    setup = pickle.loads(read_frame(proto_in))  # from the grader: trusted
+    for folder in setup.get("clean", ()):
+        if os.path.isdir(folder) and setup.get("user") is not None:
+            os.chmod(folder, 0o1777)  # the student's user may write there (and nowhere else)
+
+    import torch  # noqa: PLC0415,F401 (once for every exercise: the point of the template)
+
+    for name in setup.get("preload", ()):  # the setup cells' other heavy imports (numpy, einops)
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001, S110 (the exercise's own import says why)
+            pass
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import wire  # noqa: PLC0415
+
+    def say(obj) -> None:
+        write_frame(proto_out, TAG_TEMPLATE + wire.encode(obj))
+
+    say({"ok": True, "ready": True})
+    me = os.getpid()
+    while True:
+        try:
+            frame = read_frame(proto_in)
+        except EOFError:
+            return
+        if frame[:1] != TAG_TEMPLATE:
+            continue  # nothing to relay to: no exercise is running
+        request = pickle.loads(frame[1:])  # from the grader: trusted
+        if request.get("op") != "exercise":
+            say({"ok": False, "over": True, "error": "no exercise is running"})
+            continue
+        child_in, to_child = os.pipe()
+        from_child, child_out = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                proto_in.close()
+                proto_out.close()
+                os.close(to_child)
+                os.close(from_child)
+                exercise(setup, request, os.fdopen(child_in, "rb", buffering=0),
+                         os.fdopen(child_out, "wb", buffering=0))
+            finally:
+                os._exit(0)
+        os.close(child_in)
+        os.close(child_out)
+        code = _relay(proto_in, proto_out, to_child, from_child, pid)
+        os.close(to_child)
+        _end(setup, pid, me)
+        reader = os.fdopen(from_child, "rb", buffering=0)
+        if code is not None:  # what it wrote before it ended still reaches the grader, then why
+            while True:  # every writer is gone now: this ends
+                try:
+                    write_frame(proto_out, TAG_RELAYED + read_frame(reader, MAX_RELAYED))
+                except (EOFError, ValueError, struct.error, OSError):
+                    break
+        reader.close()
+        say({"ok": code is None, "over": True, "error": "" if code is None else code})
+
+
+def _end(setup: dict, pid: int, me: int) -> None:
+    """The exercise's process and everything it left are gone, and (in the sandbox) its files."""
+    import signal  # noqa: PLC0415
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if setup.get("isolated"):  # in a PID namespace of its own: every other process is the student's
+        _sweep(setup, {1, me})
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    while True:  # and reap what else was the template's
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _relay(proto_in, proto_out, to_child: int, from_child: int, pid: int) -> str | None:
+    """Pass whole frames between the grader and the exercise's process until the grader ends
+    the exercise (None) or the process ends (the reason)."""
+    import select  # noqa: PLC0415
+
+    reader = os.fdopen(os.dup(from_child), "rb", buffering=0)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                if os.WIFSIGNALED(status):
+                    return f"the student's process ended (killed by signal {os.WTERMSIG(status)})"
+                return f"the student's process ended (exit code {os.WEXITSTATUS(status)})"
+            ready, _, _ = select.select([proto_in, from_child], [], [], 0.05)
+            if proto_in in ready:
+                frame = read_frame(proto_in)  # EOFError: the grader is gone, and so is everything
+                if frame[:1] == TAG_TEMPLATE:
+                    return None  # the grader ends the exercise
+                try:
+                    _write_all(to_child, struct.pack(">Q", len(frame) - 1) + frame[1:])
+                except OSError:
+                    pass  # it stopped reading: the next round sees it end
+            if from_child in ready:
+                try:
+                    payload = read_frame(reader, MAX_RELAYED)
+                except (EOFError, ValueError, struct.error):
+                    # it ended, or sent more than a reply may hold: the grader hears why
+                    try:
+                        os.killpg(pid, 9)
+                    except OSError:
+                        pass
+                    status = os.waitpid(pid, 0)[1]
+                    if os.WIFEXITED(status):
+                        return f"the student's process ended (exit code {os.WEXITSTATUS(status)})"
+                    return "the student's process closed its output or sent an unreadable reply"
+                write_frame(proto_out, TAG_RELAYED + payload)
+    finally:
+        reader.close()
+
+
+def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
+    """One graded exercise, in a process of its own (forked from the template)."""
+    os.setsid()  # its own process group
+    if setup.get("user") is not None:  # the grader runs as root: become the student's user first
         os.setgroups([])
-        os.setgid(job["user"])
-        os.setuid(job["user"])  # and with it every capability is gone
-    if job.get("processes"):
+        os.setgid(setup["user"])
+        os.setuid(setup["user"])  # and with it every capability is gone
+    if setup.get("processes"):
         import resource  # noqa: PLC0415
 
-        resource.setrlimit(resource.RLIMIT_NPROC, (job["processes"], job["processes"]))
-    sys.path.insert(0, job["course_dir"])  # the companion as the grader prepared it
+        resource.setrlimit(resource.RLIMIT_NPROC, (setup["processes"], setup["processes"]))
+    _redirect_output(setup.get("log", "/tmp/student.log"))
+    sys.path.insert(0, job["course_dir"])  # the companion as the grader prepared it for this exercise
 
-    import torch  # noqa: PLC0415 (after the redirection, so its warnings go to the log)
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch  # noqa: PLC0415 (already imported by the template)
     import wire  # noqa: PLC0415 (beside this file: plain data only, no pickle)
 
     def to_data(x, depth=0):
@@ -189,7 +387,7 @@ def main() -> None:
         except BaseException as err:  # noqa: BLE001 (SystemExit, KeyboardInterrupt too)
             if label in ("parameters", "setup") or label.startswith("context"):
                 status = {"ok": False, "error": f"the {label} cell failed: {short_error(err)}"}
-    reply({"ok": True, "started": True})  # the answer's own time starts now (the grader's --timeout)
+        reply({"ok": True, "ran": label})  # each cell has its own deadline (the grader's)
     if status["ok"]:
         try:
             run(f"answer {job['answer_id']}", job["answer_source"])
@@ -221,6 +419,10 @@ def main() -> None:
             reply({"ok": True, "result": encode(result)})
         except BaseException as err:  # noqa: BLE001
             reply({"ok": False, "error": short_error(err)})
+
+
+def main() -> None:
+    template()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,243 @@
+"""Issue 35, items 3, 6 and 7: memory hidden from the limit, state shared between students, and
+replayed answers that escape the time limit, each as a planted submission graded beside honest
+classmates (the pattern of ``test_grading_holes.py``).
+
+Chapter 4 has four graded answers: my_causal_mask (2 points), masked_softmax (3), the
+predictions (2), left_real_token_mask (2). Most attacks sit in the predictions, written so that
+the answer is right only if the attack worked (``if_it_worked``): an attack that fails scores
+7 of 9, one that works 9 of 9.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_bwrap
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_grading import POINTS, with_answers  # noqa: E402
+from test_grading_holes import assert_classmates_intact, grade, if_it_worked, scores, status  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GB = 1536 * 2**20  # more than the --memory 1000 the class is graded with
+
+# what the runner is grading now: its `job` (a student can read it from the stack)
+GRADED_NOW = ("import sys\n_f, _job = sys._getframe(), None\nwhile _f is not None and _job is None:\n"
+              "    _job = _f.f_locals.get('job') if isinstance(_f.f_locals.get('job'), dict) else None\n"
+              "    _f = _f.f_back\ngraded_now = (_job or {}).get('answer_id')\n")
+
+# -- 3. memory the limit did not see ------------------------------------------------------------
+SYSV_SHM = if_it_worked(  # detached System V shared memory: in no process's memory once detached
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+    f"worked = False\nfor _ in range(3):\n    seg = libc.shmget(0, {GB // 3}, 0o1600)\n    if seg < 0:\n"
+    "        break\n    addr = libc.shmat(seg, None, 0)\n    if addr in (None, ctypes.c_void_p(-1).value):\n"
+    f"        break\n    ctypes.memset(addr, 1, {GB // 3})\n    libc.shmdt(ctypes.c_void_p(addr))\nelse:\n"
+    "    import time\n    time.sleep(4)\n    worked = True\n")
+MEMFD = if_it_worked(  # an unmapped memfd: its pages are in no process's resident memory
+    "import os, time\ntry:\n    fd = os.memfd_create('hidden')\n    block = bytes(64 * 2**20)\n"
+    f"    for _ in range({GB // (64 * 2**20)}):\n        os.write(fd, block)\n    time.sleep(4)\n"
+    "    worked = os.fstat(fd).st_size > 2**30\nexcept OSError:\n    worked = False\n")
+TMPFS_IN_A_USERNS = if_it_worked(  # a tmpfs of its own, mounted in a new user and mount namespace
+    "import subprocess\nscript = ('mkdir -p /tmp/m && mount -t tmpfs -o size=2g none /tmp/m && '\n"
+    "          'head -c 1610612736 /dev/zero > /tmp/m/fill && sleep 4 && echo filled')\n"
+    "run = subprocess.run(['unshare', '-Urm', 'sh', '-c', script], capture_output=True, text=True)\n"
+    "worked = 'filled' in run.stdout\n")
+# the kernel's OOM killer takes the sandbox first, never the grader
+OOM_FIRST = if_it_worked("worked = open('/proc/self/oom_score_adj').read().strip() != '1000'\n")
+
+# -- 6. state one student leaves for another ------------------------------------------------------
+KEY_WRITER = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "for ring in (-4, -5, -3):  # the user, user-session and session keyrings\n"
+              "    libc.syscall(248, b'user', b'grading-answer', b'12', 2, ring)  # add_key\n")
+KEY_READER = if_it_worked(  # a key another student left (graded before or beside this one)
+    "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nworked = False\n"
+    "for _ in range(40):\n    for ring in (-4, -5, -3):\n"
+    "        if libc.syscall(249, b'user', b'grading-answer', None, ring) > 0:  # request_key\n"
+    "            worked = True\n    if worked:\n        break\n    time.sleep(0.2)\n")
+HOG = (  # holds as many tasks of its user as it may, for as long as it may: a shared uid starves others
+    "import os, threading, time\ndef _hold():\n    time.sleep(60)\nfor _ in range(30):\n"
+    "    if os.fork() == 0:\n        try:\n            for _ in range(16):\n"
+    "                threading.Thread(target=_hold, daemon=True).start()\n        except RuntimeError:\n"
+    "            pass\n        time.sleep(60)\n        os._exit(0)\ntime.sleep(60)\n")
+LEFT_BEHIND = (  # a daemon started by an earlier answer, and a file it keeps writing
+    GRADED_NOW + "import os, time\nif graded_now == 'masking_causal' and os.fork() == 0:\n    os.setsid()\n"
+    "    if os.fork() == 0:\n        while True:\n            try:\n                open('/tmp/left-behind', 'w').write('x')\n"
+    "            except OSError:\n                pass\n            time.sleep(0.2)\n    os._exit(0)\n"
+    "def my_causal_mask(n):\n    i = torch.arange(n)\n    return i[None, :] <= i[:, None]\n")
+FINDS_WHAT_WAS_LEFT = if_it_worked("import os, time\ntime.sleep(2)\nworked = os.path.exists('/tmp/left-behind')\n")
+
+# -- 7. a replayed answer that runs on and on ------------------------------------------------------
+SLOW_WHEN_REPLAYED = (GRADED_NOW + "import time\nif graded_now != 'masking_causal':\n    time.sleep(10**6)\n"
+                      "def my_causal_mask(n):\n    i = torch.arange(n)\n    return i[None, :] <= i[:, None]\n")
+
+ATTACKERS = {
+    "hides-memory-in-sysv-shm": with_answers(masking_predict=SYSV_SHM),
+    "hides-memory-in-a-memfd": with_answers(masking_predict=MEMFD),
+    "hides-memory-in-its-own-tmpfs": with_answers(masking_predict=TMPFS_IN_A_USERNS),
+    "is-not-first-for-the-oom-killer": with_answers(masking_predict=OOM_FIRST),
+    "keys-a-writes": with_answers(masking_causal=KEY_WRITER + (
+        "def my_causal_mask(n):\n    i = torch.arange(n)\n    return i[None, :] <= i[:, None]\n")),
+    "keys-b-reads": with_answers(masking_predict=KEY_READER),
+    "hogs-its-users-tasks": with_answers(masking_causal=HOG, masking_softmax=HOG, masking_predict=HOG,
+                                         masking_left=HOG),
+    "leaves-a-daemon": with_answers(masking_causal=LEFT_BEHIND, masking_predict=FINDS_WHAT_WAS_LEFT),
+    "slow-when-replayed": with_answers(masking_causal=SLOW_WHEN_REPLAYED),
+}
+pytestmark = [needs_bwrap, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    t0 = time.perf_counter()
+    rows, run = grade(tmp_path_factory.mktemp("isolation"), ATTACKERS, "--memory", "1000", timeout=900)
+    return rows, run, time.perf_counter() - t0
+
+
+def _predict_failed(rows, student):
+    assert scores(rows, student) == {**POINTS, "masking_predict_check": 0.0, "TOTAL": 7.0}, \
+        status(rows, student, "masking_predict_check")
+
+
+@pytest.mark.parametrize("student", ["hides-memory-in-sysv-shm", "hides-memory-in-a-memfd",
+                                     "hides-memory-in-its-own-tmpfs"])
+def test_3_memory_cannot_hide_from_the_limit(graded, student):
+    rows, run, _ = graded
+    _predict_failed(rows, student)
+    assert_classmates_intact(rows)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_3_the_sandbox_is_the_oom_killers_first_choice(graded):
+    rows, run, _ = graded
+    _predict_failed(rows, "is-not-first-for-the-oom-killer")
+
+
+def test_3_the_grader_is_the_oom_killers_last_choice():
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom teaching.autograde import last_for_the_oom_killer\n"
+            "held = last_for_the_oom_killer()\nprint(held, open('/proc/self/oom_score_adj').read().strip())\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8")
+    held, score = run.stdout.split()
+    if held == "False":  # the sandboxes' 1000 still puts them before it
+        assert int(score) <= 0
+        pytest.skip("this machine does not let the grader lower its OOM score (CAP_SYS_RESOURCE)")
+    assert score == "-999", run.stderr
+
+
+def test_6_no_key_a_student_leaves_reaches_another(graded):
+    rows, _, _ = graded
+    assert scores(rows, "keys-a-writes")["TOTAL"] == 9.0  # the key it tried to leave costs it nothing
+    _predict_failed(rows, "keys-b-reads")
+    assert_classmates_intact(rows)
+
+
+def test_6_a_student_holding_every_task_of_its_user_starves_no_classmate(graded):
+    rows, _, _ = graded
+    assert scores(rows, "hogs-its-users-tasks")["TOTAL"] == 0.0
+    assert_classmates_intact(rows)  # graded beside it (two jobs): the honest classmate keeps 9 of 9
+
+
+def test_6_nothing_an_exercise_leaves_survives_it(graded):
+    rows, _, _ = graded
+    _predict_failed(rows, "leaves-a-daemon")
+
+
+def test_7_a_replayed_answer_has_the_answers_own_time_limit(graded):
+    rows, _, _ = graded
+    student = "slow-when-replayed"
+    assert scores(rows, student) == {"masking_causal_check": 2.0, "masking_softmax_check": 0.0,
+                                     "masking_predict_check": 0.0, "masking_left_check": 0.0, "TOTAL": 2.0}
+    for cell in ("masking_softmax_check", "masking_predict_check", "masking_left_check"):
+        why = status(rows, student, cell)
+        assert "time limit" in why and "replayed" in why and "10 s" in why, why
+    assert_classmates_intact(rows)
+
+
+# -- the pieces, without a class around them ---------------------------------------------------------
+
+def _sandbox(tmp_path, **limits):
+    from teaching import course
+    from teaching.sandbox import Limits, Sandbox, prepare_course_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    course_dir = prepare_course_dir(work / "course-0", ())
+    return Sandbox([course_dir], [course.ROOT.resolve(), work], Limits(seconds=20, **limits), True, work)
+
+
+def _run(box, source: str):
+    from teaching.sandbox import Remote
+
+    first = box.start({"context_cells": [("parameters", "x = 1"), ("setup", "import torch")], "answer_id": "probe",
+                       "answer_source": source, "names": ["probe"], "torch_not_allowed": []}, 0)
+    assert first["ok"], first
+    return Remote(box, {"name": "probe"}, "probe")()
+
+
+def test_3_the_kernel_counts_what_the_watch_does_not_see(tmp_path, monkeypatch):
+    """With the grader's own watch blind (it reads no memory at all), the sandbox's memory cgroup
+    still stops it: the kernel counts every page of all its processes."""
+    import teaching.sandbox as sandbox
+
+    if not sandbox.memory_counted_by_kernel():
+        pytest.skip("this machine gives the grader no memory cgroup")
+    monkeypatch.setattr(sandbox, "_resident", lambda pid: 0)
+    box = _sandbox(tmp_path, resident_bytes=700 * 2**20)
+    try:
+        with pytest.raises(sandbox.AnswerError, match="as the kernel counts it"):
+            _run(box, "def probe():\n    return len([b'1' * (100 * 2**20) for _ in range(20)])\n")
+    finally:
+        box.close()
+    assert box.group.path is None or not box.group.path.exists()  # and it is gone afterwards
+
+
+def test_6_each_exercise_starts_clean_in_one_sandbox(tmp_path):
+    """Files, processes and the user of one exercise: the next one, in the same sandbox, finds none."""
+    box = _sandbox(tmp_path)
+    probe = ("import os, subprocess\ndef probe():\n    left = sorted(os.listdir('/tmp'))\n"
+             "    open('/tmp/mine', 'w').write('x')\n    subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+             "    writable = [e for e in left if e != 'student.log' and os.access('/tmp/' + e, os.W_OK)]\n"
+             "    return left, os.getuid(), sleeping, writable\n"
+             "sleeping = []\nfor p in os.listdir('/proc'):\n    try:\n"
+             "        sleeping += ['sleep' in open(f'/proc/{p}/cmdline').read()]\n    except OSError:\n"
+             "        pass\n")
+    try:
+        first = _run(box, probe)
+        box.finish()
+        second = _run(box, probe)
+    finally:
+        box.close()
+    # what the template made before any student code (matplotlib's caches, read-only to the
+    # student's user) stays; nothing of the first exercise's does
+    assert first[0] == second[0] and "mine" not in second[0] and "student.log" in second[0], (first, second)
+    assert not second[3], "the student's user may write into what the template left"
+    assert not any(second[2]), "the process the first exercise left is gone"
+    if os.geteuid() == 0:  # an unprivileged user of its own
+        assert first[1] == second[1] and first[1] not in (0, 65534)
+
+
+def test_6_two_sandboxes_at_once_have_two_users(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("one user per sandbox needs the grader to run as root")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = _sandbox(tmp_path / "a"), _sandbox(tmp_path / "b")
+    try:
+        source = "import os\ndef probe():\n    return os.getuid()\n"
+        assert _run(a, source) != _run(b, source)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_3_the_seccomp_program_is_well_formed():
+    from teaching.sandbox import REFUSED, seccomp_filter
+
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp_filter(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 >= 2 * len(REFUSED)
+    assert seccomp_filter("sparc") is None
