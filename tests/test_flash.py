@@ -6,7 +6,15 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from companion.attention import attention_with_weights, masked_softmax
-from companion.flash import causal_tiles, merge_stats, online_softmax, softmax_stats, tile_update, tiled_attention
+from companion.flash import (
+    causal_tiles,
+    hbm_bytes,
+    merge_stats,
+    online_softmax,
+    softmax_stats,
+    tile_update,
+    tiled_attention,
+)
 from companion.masks import causal_mask, graph_mask, local_window_mask, real_key_mask, real_token_mask
 
 
@@ -163,3 +171,39 @@ def test_errors_name_the_problem():
         online_softmax(torch.randn(3, 4), 2, torch.ones(3, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="n_q must be positive"):
         causal_tiles(0, 4, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_keeps_float32_statistics_and_beats_rounding(dtype):
+    q, k, v = qkv(B=2, H=3, Nq=200, Nk=200, d=64, dv=64, dtype=torch.float64, grad=True)
+    q, k, v = (4 * t.detach() for t in (q, k, v))  # sharp weights: rounding in l and acc shows
+    low = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    out = tiled_attention(*low, causal=True, block_q=16, block_k=16)
+    assert out.dtype == dtype
+    sdpa = F.scaled_dot_product_attention(*(t.detach() for t in low), is_causal=True)
+    inputs = attention_with_weights(*(t.detach().double() for t in low), causal_mask(200))[0]  # float64
+    err, err_sdpa = (out.double() - inputs).abs().max(), (sdpa.double() - inputs).abs().max()
+    rounding = (inputs.to(dtype).double() - inputs).abs().max()  # one rounding of the exact output
+    assert err <= rounding * 1.01 and err <= err_sdpa * 1.01, (err, rounding, err_sdpa)
+    d_out = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    grads = torch.autograd.grad(out, low, d_out.to(dtype))
+    exact = [t.detach().double().requires_grad_() for t in low]
+    refs = torch.autograd.grad(attention_with_weights(*exact, causal_mask(200))[0], exact, d_out.to(dtype).double())
+    for g, r in zip(grads, refs, strict=True):
+        assert g.dtype == dtype
+        ulp = 2.0 ** (-7 if dtype == torch.bfloat16 else -10)
+        assert (g.double() - r).abs().max() <= ulp * r.abs().max(), (g.double() - r).abs().max()
+    _, lse = __import__("companion.flash", fromlist=["_tiled_forward"])._tiled_forward(
+        *(t.detach() for t in low), None, True, 16, 16)
+    assert lse.dtype == torch.float32
+
+
+def test_hbm_bytes_counts_k_and_v_once_per_query_tile():
+    n, d = 256, 64
+    for b in (16, 64, 100, 256):
+        counts = hbm_bytes(n, d, b, 32, bytes_per_element=2)
+        assert counts["explicit"] == 2 * (4 * n * d + 4 * n * n)
+        assert counts["tiled"] == 2 * (2 * n * d + 2 * math.ceil(n / b) * n * d) + 4 * n
+    assert hbm_bytes(1024, 64, 128, 64)["explicit"] / hbm_bytes(1024, 64, 128, 64)["tiled"] > 3
+    with pytest.raises(ValueError, match="block_q must be positive"):
+        hbm_bytes(8, 4, 0, 4)
