@@ -36,8 +36,7 @@ import math
 import torch
 
 from ._validate import require_float, require_positive_int
-from .attention import attention_with_weights, check_attention_shapes
-from .positional import alibi_slopes as _alibi_slopes
+from .attention import check_attention_shapes
 
 NEG_INF = float("-inf")
 
@@ -104,30 +103,33 @@ def tile_update(m, l, acc, scores, v):
 
 def causal_tiles(n_q: int, n_k: int, block_q: int, block_k: int) -> tuple[int, int]:
     """``(computed, skipped)``: how many of the ``⌈n_q/block_q⌉ × ⌈n_k/block_k⌉`` tiles a
-    causal mask (query ``i`` sees keys ``j <= i``) leaves to compute, and how many lie wholly
-    above the diagonal and are skipped."""
+    causal mask (query ``i`` sees keys ``j <= i + n_k - n_q``, aligned bottom-right as in
+    :func:`tiled_attention`) leaves to compute, and how many lie wholly above the diagonal
+    and are skipped."""
     for name, value in (("n_q", n_q), ("n_k", n_k), ("block_q", block_q), ("block_k", block_k)):
         require_positive_int(name, value)
     computed = skipped = 0
     for q0 in range(0, n_q, block_q):
         for k0 in range(0, n_k, block_k):
-            if _above_diagonal(q0, k0, block_q):
+            if _above_diagonal(q0, k0, min(block_q, n_q - q0), n_k - n_q):
                 skipped += 1
             else:
                 computed += 1
     return computed, skipped
 
 
-def _above_diagonal(q0: int, k0: int, block_q: int) -> bool:
-    """A tile whose first key ``k0`` comes after its last query ``q0 + block_q - 1``."""
-    return k0 > q0 + block_q - 1
+def _above_diagonal(q0: int, k0: int, block_q: int, offset: int = 0) -> bool:
+    """A tile whose first key ``k0`` comes after the last key its last query
+    ``q0 + block_q - 1`` may see, ``q0 + block_q - 1 + offset`` (``offset = N_k - N_q``)."""
+    return k0 > q0 + block_q - 1 + offset
 
 
-def _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0):
-    """``S = Q Kᵀ / √d`` of one tile ``(..., b_q, b_k)`` with blocked scores set to -inf."""
+def _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0, offset=0):
+    """``S = Q Kᵀ / √d`` of one tile ``(..., b_q, b_k)`` with blocked scores set to -inf.
+    Causal: query ``i`` sees keys ``j <= i + offset``, ``offset = N_k - N_q``."""
     s = (q_tile @ k_tile.transpose(-2, -1)) * scale  # (..., b_q, b_k)
     if causal:
-        i = torch.arange(q0, q0 + q_tile.shape[-2], device=s.device)[:, None]  # (b_q, 1)
+        i = torch.arange(q0, q0 + q_tile.shape[-2], device=s.device)[:, None] + offset  # (b_q, 1)
         j = torch.arange(k0, k0 + k_tile.shape[-2], device=s.device)[None, :]  # (1, b_k)
         s = s.masked_fill(j > i, NEG_INF)
     if mask is not None:
@@ -148,6 +150,7 @@ def _tiled_forward(q, k, v, mask, causal, block_q, block_k):
     tiles form the outer loop (FlashAttention-2's order). Low-precision inputs are computed
     tile by tile in float32: ``m``, ``l``, ``acc`` and ``L`` are float32, and only the
     finished output is rounded to the input's dtype."""
+    offset = k.shape[-2] - q.shape[-2]  # causal: aligned bottom-right
     scale = 1 / math.sqrt(q.shape[-1])
     work = _stats_dtype(q.dtype)
     out = torch.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)  # (..., N_q, D_v)
@@ -158,10 +161,10 @@ def _tiled_forward(q, k, v, mask, causal, block_q, block_k):
         l = torch.zeros_like(m)  # (..., b_q)
         acc = torch.zeros((*q_tile.shape[:-1], v.shape[-1]), dtype=work, device=q.device)  # (..., b_q, D_v)
         for k0 in range(0, k.shape[-2], block_k):
-            if causal and _above_diagonal(q0, k0, q_tile.shape[-2]):
+            if causal and _above_diagonal(q0, k0, q_tile.shape[-2], offset):
                 break  # every later key tile lies above the diagonal too
             k_tile = k[..., k0:k0 + block_k, :].to(work)  # (..., b_k, D)
-            s = _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0)
+            s = _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0, offset)
             m, l, acc = tile_update(m, l, acc, s, v[..., k0:k0 + block_k, :].to(work))
         # FlashAttention-2: divide by l once, after the last key tile
         out[..., q0:q0 + block_q, :] = torch.where(l[..., None] > 0, acc / l[..., None], 0.0).to(q.dtype)
@@ -174,6 +177,7 @@ def _tiled_backward(q, k, v, mask, causal, block_q, block_k, out, lse, d_out):
     ``Q, K`` and ``L``; returns ``dQ, dK, dV``. The query tiles form the outer loop here (the
     papers' kernels loop over key tiles outside, to keep ``dK, dV`` of a tile on chip).
     Low-precision inputs accumulate their gradients in float32."""
+    offset = k.shape[-2] - q.shape[-2]  # causal: aligned bottom-right
     scale = 1 / math.sqrt(q.shape[-1])
     work = _stats_dtype(q.dtype)
     dq = torch.zeros(q.shape, dtype=work, device=q.device)
@@ -185,11 +189,11 @@ def _tiled_backward(q, k, v, mask, causal, block_q, block_k, out, lse, d_out):
         rows = slice(q0, q0 + block_q)
         q_tile, do_tile = q[..., rows, :].to(work), d_out[..., rows, :].to(work)  # (..., b_q, D), (..., b_q, D_v)
         for k0 in range(0, k.shape[-2], block_k):
-            if causal and _above_diagonal(q0, k0, q_tile.shape[-2]):
+            if causal and _above_diagonal(q0, k0, q_tile.shape[-2], offset):
                 break
             cols = slice(k0, k0 + block_k)
             k_tile, v_tile = k[..., cols, :].to(work), v[..., cols, :].to(work)  # (..., b_k, D), (..., b_k, D_v)
-            s = _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0)  # (..., b_q, b_k)
+            s = _tile_scores(q_tile, k_tile, scale, mask, causal, q0, k0, offset)  # (..., b_q, b_k)
             p = torch.exp(s - lse[..., rows, None])  # (..., b_q, b_k) the weights, recomputed
             dv[..., cols, :] += p.transpose(-2, -1) @ do_tile  # (..., b_k, D_v)
             dp = do_tile @ v_tile.transpose(-2, -1)  # (..., b_q, b_k)
@@ -223,8 +227,12 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     Same shapes and mask convention as :func:`companion.attention.attention_with_weights`:
     ``q (..., N_q, d)``, ``k (..., N_k, d)``, ``v (..., N_k, d_v)``, ``mask`` boolean
     broadcastable to ``(..., N_q, N_k)`` (True = may attend). ``causal=True``: query ``i`` sees
-    keys ``j <= i`` (``F.scaled_dot_product_attention(is_causal=True)``), and the tiles wholly
-    above the diagonal are skipped (:func:`causal_tiles` counts them). Returns
+    keys ``j <= i + N_k - N_q``, the causal mask aligned bottom-right (the last query sees every
+    key), as :class:`companion.multihead.MultiHeadAttention` with a cache, torch's
+    ``torch.nn.attention.bias.causal_lower_right`` and FlashAttention 2.1 and later align it;
+    for ``N_q = N_k`` it is :func:`companion.masks.causal_mask`. Queries that may see no key
+    (``i + N_k - N_q < 0``) get an output of 0. The tiles wholly above the diagonal are
+    skipped (:func:`causal_tiles` counts them). Returns
     ``(..., N_q, d_v)``; gradients come from the recomputation backward.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -270,58 +278,3 @@ def hbm_bytes(n: int, d: int, block_q: int, block_k: int, *, bytes_per_element: 
         tiled += b_q * d  # the output tile, written once
         lse_bytes += 4 * b_q  # L, float32
     return {"explicit": explicit * bytes_per_element, "tiled": tiled * bytes_per_element + lse_bytes}
-
-
-# --- 4. memory, measured -----------------------------------------------------------------------
-
-def attention_memory(lengths, *, heads: int = 4, head_dim: int = 32, block: int = 64, backward: bool = False,
-                     device: torch.device | str | None = None) -> dict[str, list[int]]:
-    """Peak bytes (:func:`companion.profiling.peak_memory`) of causal self-attention of one
-    sequence of each length ``N`` in ``lengths``, with ``heads`` heads of size ``head_dim``:
-    ``{"explicit": [...], "tiled": [...]}``, one number per length. Forward only (no autograd),
-    or forward and backward with ``backward=True``. The explicit path stores the
-    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``.
-    Runs on one CPU thread (bytes do not depend on threads; on a shared CPU one is faster)."""
-    for name, value in (("heads", heads), ("head_dim", head_dim), ("block", block)):
-        require_positive_int(name, value)
-    for n in lengths:
-        require_positive_int("each length", n)
-    peaks = {"explicit": [], "tiled": []}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for n in lengths:
-            for name, peak in _attention_peaks(n, heads, head_dim, block, backward, device).items():
-                peaks[name].append(peak)
-    finally:
-        torch.set_num_threads(threads)
-    return peaks
-
-
-def _attention_peaks(n, heads, head_dim, block, backward, device) -> dict[str, int]:
-    from .masks import causal_mask
-    from .profiling import peak_memory
-
-    g = torch.Generator().manual_seed(n)
-    q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward)
-               for _ in range(3))  # (1, H, N, D_h) each
-    mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
-    runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
-            "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
-    peaks = {}
-    for name, run in runs.items():
-        if backward:
-            peaks[name] = peak_memory(lambda run=run: run().sum().backward())
-        else:
-            with torch.no_grad():
-                peaks[name] = peak_memory(run)
-    return peaks
-
-
-# --- 5. ALiBi, for FlexAttention's score_mod ------------------------------------------------------
-
-def alibi_slopes(num_heads: int) -> torch.Tensor:
-    """ALiBi's slope of each head (Press et al., 2022), ``m_h = 2^(-8h/H)`` for ``h = 1 … H``,
-    as float32: ``companion.positional.alibi_slopes``, the one home of the formula. Head ``h``
-    adds ``-m_h · (i - j)`` to the score of query ``i`` and key ``j <= i``. Shape ``(H,)``."""
-    return _alibi_slopes(num_heads).float()

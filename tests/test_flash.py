@@ -103,8 +103,32 @@ def test_causal_flag_equals_torch_is_causal(n, bq, bk):
 def test_causal_flag_with_a_padding_mask_and_fewer_queries_than_keys():
     q, k, v = qkv(Nq=9, Nk=20)
     real = real_key_mask(real_token_mask([20, 7], 20))
+    bottom_right = torch.ones(9, 20, dtype=torch.bool).tril(diagonal=20 - 9)  # the last query sees all
     torch.testing.assert_close(tiled_attention(q, k, v, real, causal=True, block_q=4, block_k=3),
-                               attention_with_weights(q, k, v, real & torch.ones(9, 20, dtype=torch.bool).tril())[0])
+                               attention_with_weights(q, k, v, real & bottom_right)[0])
+
+
+@pytest.mark.parametrize("nq,nk", [(9, 20), (1, 37), (20, 20), (20, 9)])
+def test_causal_is_aligned_bottom_right_as_torch_and_multihead_attention(nq, nk):
+    from torch.nn.attention.bias import causal_lower_right
+
+    q, k, v = qkv(Nq=nq, Nk=nk, grad=True)
+    out = tiled_attention(q, k, v, causal=True, block_q=4, block_k=3)
+    allowed = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
+    ref = attention_with_weights(q, k, v, allowed)[0]  # rows that see no key: 0
+    torch.testing.assert_close(out, ref)
+    for g, r in zip(torch.autograd.grad(out.sum(), (q, k, v)), torch.autograd.grad(ref.sum(), (q, k, v)), strict=True):
+        torch.testing.assert_close(g, r)
+    if nq <= nk:  # torch's bias aligns bottom-right, and so does a cache: the last N_q queries
+        with torch.no_grad():
+            torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(nq, nk)))
+            q_all = torch.randn(*q.shape[:-2], nk, q.shape[-1], dtype=q.dtype)  # (B, H, N_k, d)
+            q_all[..., nk - nq:, :] = q
+            full = F.scaled_dot_product_attention(q_all, k, v, is_causal=True)  # self-attention, N_k
+            torch.testing.assert_close(out, full[..., nk - nq:, :])
+    computed, skipped = causal_tiles(nq, nk, 4, 3)
+    blocks = [not allowed[i:i + 4, j:j + 3].any() for i in range(0, nq, 4) for j in range(0, nk, 3)]
+    assert (computed, skipped) == (blocks.count(False), blocks.count(True))
 
 
 def test_float32_within_rounding_and_broadcast_heads():
