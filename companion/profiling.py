@@ -145,6 +145,53 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return counter.peak
 
 
+def attention_memory(lengths, *, heads: int = 4, head_dim: int = 32, block: int = 64, backward: bool = False,
+                     device: torch.device | str | None = None) -> dict[str, list[int]]:
+    """Peak bytes (:func:`peak_memory`) of causal self-attention of one
+    sequence of each length ``N`` in ``lengths``, with ``heads`` heads of size ``head_dim``:
+    ``{"explicit": [...], "tiled": [...]}``, one number per length. Forward only (no autograd),
+    or forward and backward with ``backward=True``. The explicit path stores the
+    ``heads × N × N`` scores and weights; the tiled path stores tiles of ``block × block``.
+    Runs on one CPU thread (bytes do not depend on threads; on a shared CPU one is faster)."""
+    from ._validate import require_positive_int
+
+    for name, value in (("heads", heads), ("head_dim", head_dim), ("block", block)):
+        require_positive_int(name, value)
+    for n in lengths:
+        require_positive_int("each length", n)
+    peaks = {"explicit": [], "tiled": []}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for n in lengths:
+            for name, peak in _attention_peaks(n, heads, head_dim, block, backward, device).items():
+                peaks[name].append(peak)
+    finally:
+        torch.set_num_threads(threads)
+    return peaks
+
+
+def _attention_peaks(n, heads, head_dim, block, backward, device) -> dict[str, int]:
+    from .attention import attention_with_weights  # imported here: the attention sits above
+    from .flash import tiled_attention
+    from .masks import causal_mask
+
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(1, heads, n, head_dim, generator=g).to(device).requires_grad_(backward)
+               for _ in range(3))  # (1, H, N, D_h) each
+    mask = causal_mask(n, device=q.device)  # made before the measurement: an input, like q, k, v
+    runs = {"explicit": lambda: attention_with_weights(q, k, v, mask)[0],
+            "tiled": lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)}
+    peaks = {}
+    for name, run in runs.items():
+        if backward:
+            peaks[name] = peak_memory(lambda run=run: run().sum().backward())
+        else:
+            with torch.no_grad():
+                peaks[name] = peak_memory(run)
+    return peaks
+
+
 def growth_exponent(sizes: Sequence[float], costs: Sequence[float]) -> float:
     """The slope ``p`` of the least-squares line through ``(log n, log cost)``: a cost that
     grows as ``c · n^p`` has exponent ``p`` (2 for a cost in ``N²``, 1 for one in ``N``)."""

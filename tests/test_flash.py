@@ -6,7 +6,15 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from companion.attention import attention_with_weights, masked_softmax
-from companion.flash import causal_tiles, merge_stats, online_softmax, softmax_stats, tile_update, tiled_attention
+from companion.flash import (
+    causal_tiles,
+    hbm_bytes,
+    merge_stats,
+    online_softmax,
+    softmax_stats,
+    tile_update,
+    tiled_attention,
+)
 from companion.masks import causal_mask, graph_mask, local_window_mask, real_key_mask, real_token_mask
 
 
@@ -95,8 +103,32 @@ def test_causal_flag_equals_torch_is_causal(n, bq, bk):
 def test_causal_flag_with_a_padding_mask_and_fewer_queries_than_keys():
     q, k, v = qkv(Nq=9, Nk=20)
     real = real_key_mask(real_token_mask([20, 7], 20))
+    bottom_right = torch.ones(9, 20, dtype=torch.bool).tril(diagonal=20 - 9)  # the last query sees all
     torch.testing.assert_close(tiled_attention(q, k, v, real, causal=True, block_q=4, block_k=3),
-                               attention_with_weights(q, k, v, real & torch.ones(9, 20, dtype=torch.bool).tril())[0])
+                               attention_with_weights(q, k, v, real & bottom_right)[0])
+
+
+@pytest.mark.parametrize("nq,nk", [(9, 20), (1, 37), (20, 20), (20, 9)])
+def test_causal_is_aligned_bottom_right_as_torch_and_multihead_attention(nq, nk):
+    from torch.nn.attention.bias import causal_lower_right
+
+    q, k, v = qkv(Nq=nq, Nk=nk, grad=True)
+    out = tiled_attention(q, k, v, causal=True, block_q=4, block_k=3)
+    allowed = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
+    ref = attention_with_weights(q, k, v, allowed)[0]  # rows that see no key: 0
+    torch.testing.assert_close(out, ref)
+    for g, r in zip(torch.autograd.grad(out.sum(), (q, k, v)), torch.autograd.grad(ref.sum(), (q, k, v)), strict=True):
+        torch.testing.assert_close(g, r)
+    if nq <= nk:  # torch's bias aligns bottom-right, and so does a cache: the last N_q queries
+        with torch.no_grad():
+            torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(nq, nk)))
+            q_all = torch.randn(*q.shape[:-2], nk, q.shape[-1], dtype=q.dtype)  # (B, H, N_k, d)
+            q_all[..., nk - nq:, :] = q
+            full = F.scaled_dot_product_attention(q_all, k, v, is_causal=True)  # self-attention, N_k
+            torch.testing.assert_close(out, full[..., nk - nq:, :])
+    computed, skipped = causal_tiles(nq, nk, 4, 3)
+    blocks = [not allowed[i:i + 4, j:j + 3].any() for i in range(0, nq, 4) for j in range(0, nk, 3)]
+    assert (computed, skipped) == (blocks.count(False), blocks.count(True))
 
 
 def test_float32_within_rounding_and_broadcast_heads():
@@ -163,3 +195,39 @@ def test_errors_name_the_problem():
         online_softmax(torch.randn(3, 4), 2, torch.ones(3, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="n_q must be positive"):
         causal_tiles(0, 4, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_keeps_float32_statistics_and_beats_rounding(dtype):
+    q, k, v = qkv(B=2, H=3, Nq=200, Nk=200, d=64, dv=64, dtype=torch.float64, grad=True)
+    q, k, v = (4 * t.detach() for t in (q, k, v))  # sharp weights: rounding in l and acc shows
+    low = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    out = tiled_attention(*low, causal=True, block_q=16, block_k=16)
+    assert out.dtype == dtype
+    sdpa = F.scaled_dot_product_attention(*(t.detach() for t in low), is_causal=True)
+    inputs = attention_with_weights(*(t.detach().double() for t in low), causal_mask(200))[0]  # float64
+    err, err_sdpa = (out.double() - inputs).abs().max(), (sdpa.double() - inputs).abs().max()
+    rounding = (inputs.to(dtype).double() - inputs).abs().max()  # one rounding of the exact output
+    assert err <= rounding * 1.01 and err <= err_sdpa * 1.01, (err, rounding, err_sdpa)
+    d_out = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    grads = torch.autograd.grad(out, low, d_out.to(dtype))
+    exact = [t.detach().double().requires_grad_() for t in low]
+    refs = torch.autograd.grad(attention_with_weights(*exact, causal_mask(200))[0], exact, d_out.to(dtype).double())
+    for g, r in zip(grads, refs, strict=True):
+        assert g.dtype == dtype
+        ulp = 2.0 ** (-7 if dtype == torch.bfloat16 else -10)
+        assert (g.double() - r).abs().max() <= ulp * r.abs().max(), (g.double() - r).abs().max()
+    _, lse = __import__("companion.flash", fromlist=["_tiled_forward"])._tiled_forward(
+        *(t.detach() for t in low), None, True, 16, 16)
+    assert lse.dtype == torch.float32
+
+
+def test_hbm_bytes_counts_k_and_v_once_per_query_tile():
+    n, d = 256, 64
+    for b in (16, 64, 100, 256):
+        counts = hbm_bytes(n, d, b, 32, bytes_per_element=2)
+        assert counts["explicit"] == 2 * (4 * n * d + 4 * n * n)
+        assert counts["tiled"] == 2 * (2 * n * d + 2 * math.ceil(n / b) * n * d) + 4 * n
+    assert hbm_bytes(1024, 64, 128, 64)["explicit"] / hbm_bytes(1024, 64, 128, 64)["tiled"] > 3
+    with pytest.raises(ValueError, match="block_q must be positive"):
+        hbm_bytes(8, 4, 0, 4)

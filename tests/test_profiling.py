@@ -148,8 +148,7 @@ def test_growth_exponent():
 
 
 def test_explicit_attention_memory_grows_as_n_squared_tiled_as_n():
-    from companion.flash import attention_memory
-    from companion.profiling import growth_exponent
+    from companion.profiling import attention_memory, growth_exponent
     ns = [64, 128, 256, 512]
     peaks = attention_memory(ns, heads=1, head_dim=64, block=32, backward=True)
     assert 1.8 < growth_exponent(ns, peaks["explicit"]) < 2.2
