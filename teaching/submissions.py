@@ -66,7 +66,7 @@ class StudentFiles:
 MAX_NOTEBOOK = 16 * 2**20  # bytes of one submitted notebook, checked before it is parsed
 MAX_CELLS = 2000  # cells of one submitted notebook (the course's have fewer than 200)
 MAX_JSON_VALUES = 500_000  # JSON values of one notebook (objects, arrays, strings, numbers, ...)
-MAX_ID = 64  # characters of a student id
+MAX_ID = 100  # characters of a student id (an e-mail address fits)
 
 
 def shown_name(name: str) -> str:
