@@ -65,8 +65,8 @@ class StudentFiles:
 
 MAX_NOTEBOOK = 16 * 2**20  # bytes of one submitted notebook, checked before it is parsed
 MAX_CELLS = 2000  # cells of one submitted notebook (the course's have fewer than 200)
-MAX_JSON_OBJECTS = 100_000  # JSON objects of one notebook, counted while decoding it
-MAX_ID = 64  # characters of a student id
+MAX_JSON_VALUES = 500_000  # JSON values of one notebook (objects, arrays, strings, numbers, ...)
+MAX_ID = 100  # characters of a student id (an e-mail address fits)
 
 
 def shown_name(name: str) -> str:
@@ -123,29 +123,39 @@ class _TooBig(ValueError):
     pass
 
 
-def _count_objects(limit: int):
-    count = 0
+def _counter(start: int, limit: int):
+    """Hooks for :func:`json.loads` that count the objects and numbers decoded on top of
+    ``start`` and stop the decoding past ``limit``."""
+    count = start
 
-    def hook(pairs):
-        nonlocal count
-        count += 1
-        if count > limit:
-            raise _TooBig(f"more than {limit:,} JSON objects")
-        return dict(pairs)
-    return hook
+    def counted(make):
+        def hook(value):
+            nonlocal count
+            count += 1
+            if count > limit:
+                raise _TooBig(f"more than {limit:,} JSON values")
+            return make(value)
+        return hook
+    return {"object_pairs_hook": counted(dict), "parse_int": counted(int), "parse_float": counted(float),
+            "parse_constant": counted(lambda name: {"NaN": float("nan"), "Infinity": float("inf"),
+                                                    "-Infinity": float("-inf")}[name])}
 
 
 def notebook_problem(data: bytes) -> str | None:
     """Why the bytes ``data`` of a submitted notebook are too large to be parsed, or None.
 
-    The size is checked first, then the JSON is decoded counting its objects (it stops at
-    :data:`MAX_JSON_OBJECTS`), then the cells are counted: only then may nbformat parse and
-    validate it, which takes seconds and a lot of memory for 100,000 cells. JSON that does not
-    decode is no problem here: reading the notebook says why later."""
+    The size is checked first. Then the JSON values are counted: the strings, arrays, ``true``,
+    ``false`` and ``null`` by their bytes (at most), the objects and numbers while decoding,
+    which stops past :data:`MAX_JSON_VALUES`. Then the cells are counted. Only then may nbformat
+    parse and validate it, which takes seconds and a lot of memory for a million values. JSON
+    that does not decode is no problem here: reading the notebook says why later."""
     if len(data) > MAX_NOTEBOOK:
         return f"larger than {MAX_NOTEBOOK:,} bytes"
+    rough = data.count(b'"') // 2 + sum(data.count(word) for word in (b"[", b"true", b"false", b"null"))
+    if rough > MAX_JSON_VALUES:
+        return f"more than {MAX_JSON_VALUES:,} JSON values"
     try:
-        nb = json.loads(data, object_pairs_hook=_count_objects(MAX_JSON_OBJECTS))
+        nb = json.loads(data, **_counter(rough, MAX_JSON_VALUES))
     except _TooBig as err:
         return str(err)
     except Exception:  # noqa: BLE001 (not JSON, or nested too deep: unreadable, said later)
@@ -172,7 +182,7 @@ def refusal(path: Path) -> str | None:
 def read_regular(path: Path) -> bytes:
     """The bytes of a submitted file, read without following a link; raises ValueError for
     anything but a regular file of at most ``MAX_NOTEBOOK`` bytes, or a notebook with too many
-    cells or objects (:func:`notebook_problem`)."""
+    cells or JSON values (:func:`notebook_problem`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:

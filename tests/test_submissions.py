@@ -40,3 +40,35 @@ def test_collect_reports_what_it_does_not_grade(tmp_path):
     assert "04_masking.ipynb" in alice_files.notes["04_masking"]
     assert sorted(n for n, _ in alice_files.unmatched) == ["essay.pdf", "notes.ipynb"]
     assert students["bob"].chapters == {}
+
+
+def test_collect_refuses_a_notebook_over_the_caps_with_a_row(tmp_path, monkeypatch):
+    import teaching.submissions as submissions  # noqa: PLC0415
+
+    monkeypatch.setattr(submissions, "MAX_CELLS", 3)
+    alice = tmp_path / "alice"
+    alice.mkdir()
+    (alice / "04_masking.ipynb").write_text('{"cells": []}', encoding="utf-8")
+    (alice / "04_masking (1).ipynb").write_text('{"cells": [{}, {}, {}, {}]}', encoding="utf-8")
+    (alice / "05_multihead_attention.ipynb").write_bytes(b" " * (submissions.MAX_NOTEBOOK + 1))
+    (files,) = collect(tmp_path, CHAPTERS)
+    assert files.chapters == {"04_masking": alice / "04_masking.ipynb"}  # the copy within the caps
+    why = dict(files.unmatched)
+    assert "4 cells, more than the 3 allowed" in why["04_masking (1).ipynb"]
+    assert "larger than" in why["05_multihead_attention.ipynb"]
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "a\\b", "al\nice", "al\x00ice", "\u202eecila", "alice.",
+                                  " alice", "\u0430lice", "x" * 101])
+def test_names_that_are_no_student_id(name):
+    from teaching.submissions import id_problem  # noqa: PLC0415
+
+    assert id_problem(name) is not None
+
+
+def test_ids_that_would_be_one_share_a_key():
+    from teaching.submissions import id_key  # noqa: PLC0415
+
+    assert id_key("alice") == id_key("\uff41lice") == id_key("ALICE") == id_key("\U0001d44elice")
+    assert id_key("jos\u00e9") == id_key("jose\u0301") and id_key("jos\udce9") == id_key("jos\\xe9")
+    assert id_key("alice") != id_key("alicia")
