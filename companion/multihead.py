@@ -41,6 +41,36 @@ def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x.repeat_interleave(groups, dim=1)  # (B, H, N, D_H)
 
 
+def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """Ainslie et al. (2023)'s conversion of a trained module to grouped-query attention: a
+    new module with ``num_kv_heads`` key/value heads, key/value head ``g`` the mean of the
+    ``H_kv / num_kv_heads`` heads ``g · groups … (g + 1) · groups - 1`` it replaces (their
+    projection weights and biases averaged); queries and the output projection are copied."""
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    require_positive_int("num_kv_heads", num_kv_heads)
+    if mha.num_kv_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads={num_kv_heads} must divide the module's {mha.num_kv_heads} key/value heads")
+    groups, D, d_h = mha.num_kv_heads // num_kv_heads, mha.d_model, mha.head_dim
+    new = MultiHeadAttention(D, mha.num_heads, bias=mha.in_proj.bias is not None, dropout=mha.dropout,
+                             fused=mha.fused, num_kv_heads=num_kv_heads, position=mha.position,
+                             rope_base=mha.rope_base, window=mha.window)
+    new.rope_scale = mha.rope_scale
+    new = new.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
+
+    def pool(t: torch.Tensor) -> torch.Tensor:  # (H_kv·D_H, ...) -> (num_kv_heads·D_H, ...)
+        q, k, v = t.split([D, mha.num_kv_heads * d_h, mha.num_kv_heads * d_h])
+        heads = [x.reshape(num_kv_heads, groups, d_h, *t.shape[1:]).mean(1).flatten(0, 1) for x in (k, v)]
+        return torch.cat([q, *heads])
+
+    with torch.no_grad():
+        new.in_proj.weight.copy_(pool(mha.in_proj.weight))
+        if mha.in_proj.bias is not None:
+            new.in_proj.bias.copy_(pool(mha.in_proj.bias))
+        new.out_proj.load_state_dict(mha.out_proj.state_dict())
+    return new
+
+
 def _attention_with_bias(q, k, v, bias, mask, dropout_p: float, fused: bool):
     """Attention with a float ``bias (H, N_q, N_k)`` added to the scores (ALiBi):
     ``softmax(QKᵀ/√d + bias) V``, blocked keys (``mask`` False) at ``-inf``.
@@ -127,6 +157,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"position must be None, 'rope' or 'alibi', got {position!r}")
         self.position = position
         self.rope_base = rope_base
+        # Context extension at evaluation (chapter 11): positions divided by rope_scale
+        # (position interpolation, Chen et al. 2023); 1.0 is plain RoPE
+        self.rope_scale = 1.0
         if position == "rope":
             frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base
         self.window = None if window is None else require_positive_int("window", window)
@@ -178,7 +211,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
             q_pos = k_pos = torch.arange(query.shape[1], device=query.device)  # (N,)
             if self.position == "rope":
-                q, k = apply_rope(q, q_pos, self.rope_base), apply_rope(k, k_pos, self.rope_base)
+                q, k = self._rope(q, q_pos), self._rope(k, k_pos)
         else:
             q, k, v, q_pos, k_pos = self._project_with_cache(query, key, value, cache, self_attention)
 
@@ -215,6 +248,12 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
         return out, weights
 
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """RoPE with this module's base, at ``positions / rope_scale``."""
+        if self.rope_scale != 1.0:
+            positions = positions.double() / self.rope_scale
+        return apply_rope(x, positions, self.rope_base)
+
     def _project_with_cache(self, query, key, value, cache: dict, self_attention: bool):
         """Step 1 for step-by-step decoding. Self-attention: project the new tokens and
         append their K, V to the cached ones. Cross-attention: project the memory's K, V
@@ -228,7 +267,7 @@ class MultiHeadAttention(nn.Module):
         q_pos = torch.arange(start, start + query.shape[1], device=query.device)  # (N_q,)
         if self.position == "rope":
             # Rotate before caching: a cached key keeps the angle of its own position.
-            q, k = apply_rope(q, q_pos, self.rope_base), apply_rope(k, q_pos, self.rope_base)
+            q, k = self._rope(q, q_pos), self._rope(k, q_pos)
         if self_attention and "k" in cache:
             k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)

@@ -21,6 +21,7 @@ runs one token through the stack; without it each step runs the whole text again
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ class GPTConfig:
     tie_weights: bool = True
     num_kv_heads: int | None = None  # chapter 11: grouped-query attention (None: one per head)
     window: int | None = None  # chapter 11: sliding-window attention over the last `window` tokens
+    # Vaswani et al. (2017, section 3.4): token embeddings times sqrt(d), so that they are as
+    # large as a sinusoidal table (rows of norm sqrt(d/2)); E then starts at std d^-1/2
+    scale_embeddings: bool = False
 
     @property
     def ffn_size(self) -> int:
@@ -83,6 +87,8 @@ class GPTConfig:
             raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
         if not isinstance(self.tie_weights, bool):
             raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
+        if not isinstance(self.scale_embeddings, bool):
+            raise TypeError(f"scale_embeddings must be True or False, got {self.scale_embeddings!r}")
 
 
 def gpt2_small_config() -> GPTConfig:
@@ -139,6 +145,8 @@ class GPT(nn.Module):
         for layer in self.layers:
             for proj in (layer.self_attn.out_proj, layer.ffn.linear2):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * self.config.num_layers))
+        if self.config.scale_embeddings:  # E ~ N(0, 1/d), read as sqrt(d)·E: entries of std 1
+            nn.init.normal_(self.token_embed.weight, std=self.config.d_model ** -0.5)
 
     # --- the forward pass ----------------------------------------------------------
     def _check_ids(self, name: str, ids, offset: int = 0) -> None:
@@ -164,6 +172,8 @@ class GPT(nn.Module):
         if self.config.window is not None:
             mask = None  # the attention adds its causal window itself (its cache keeps `window` keys)
         x = self.token_embed(ids)  # (B, T, d)
+        if self.config.scale_embeddings:
+            x = x * math.sqrt(self.config.d_model)  # Vaswani et al.'s sqrt(d): as large as the table
         x = self.dropout(x if self.pos is None else self.pos(x, offset))  # (B, T, d)
         for i, layer in enumerate(self.layers):
             x = layer(x, mask, need_weights, None if caches is None else caches[i])  # (B, T, d)
@@ -254,6 +264,24 @@ class GPT(nn.Module):
             self.use_cache = before
             self.train(was_training)
         return torch.cat([prompt, new], dim=1)
+
+
+def mean_pool_to_gqa(model: GPT, num_kv_heads: int) -> GPT:
+    """A copy of ``model`` with ``num_kv_heads`` key/value heads per layer, each the mean of
+    the heads it replaces (Ainslie et al., 2023): the start of their *uptraining*. Every other
+    weight is copied; the copy shares nothing with ``model``."""
+    from dataclasses import replace
+
+    from ..multihead import mean_pool_kv_heads
+
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    new = copy.deepcopy(model)
+    new.config = replace(model.config, num_kv_heads=num_kv_heads)
+    for layer in new.layers:
+        layer.self_attn = mean_pool_kv_heads(layer.self_attn, num_kv_heads)
+    new.config.check()
+    return new
 
 
 def kv_cache_bytes(caches: list[dict]) -> int:
