@@ -34,17 +34,22 @@ GRADED_NOW = ("import sys\n_f, _job = sys._getframe(), None\nwhile _f is not Non
 # -- 3. memory the limit did not see ------------------------------------------------------------
 SYSV_SHM = if_it_worked(  # detached System V shared memory: in no process's memory once detached
     "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
-    f"worked = False\nfor _ in range(3):\n    seg = libc.shmget(0, {GB // 3}, 0o1600)\n    if seg < 0:\n"
+    "libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]\nlibc.shmdt.argtypes = [ctypes.c_void_p]\n"
+    "libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]\n"
+    f"worked = False\nfor _ in range(16):  # 96 MB at a time, each attached for a moment only\n"
+    f"    seg = libc.shmget(0, {GB // 16}, 0o1600)\n    if seg < 0:\n"
     "        break\n    addr = libc.shmat(seg, None, 0)\n    if addr in (None, ctypes.c_void_p(-1).value):\n"
-    f"        break\n    ctypes.memset(addr, 1, {GB // 3})\n    libc.shmdt(ctypes.c_void_p(addr))\nelse:\n"
+    f"        break\n    ctypes.memset(addr, 1, {GB // 16})\n    libc.shmdt(addr)\nelse:\n"
     "    import time\n    time.sleep(4)\n    worked = True\n")
-MEMFD = if_it_worked(  # an unmapped memfd: its pages are in no process's resident memory
-    "import os, time\ntry:\n    fd = os.memfd_create('hidden')\n    block = bytes(64 * 2**20)\n"
-    f"    for _ in range({GB // (64 * 2**20)}):\n        os.write(fd, block)\n    time.sleep(4)\n"
-    "    worked = os.fstat(fd).st_size > 2**30\nexcept OSError:\n    worked = False\n")
+MEMFD = if_it_worked(  # unmapped memfds, each under the file-size limit: in no process's resident memory
+    "import os, time\nfds, block = [], bytes(15 * 2**20)\ntry:\n"
+    f"    for _ in range({GB // (15 * 2**20)}):\n        fds.append(os.memfd_create('hidden'))\n"
+    "        os.write(fds[-1], block)\n    time.sleep(4)\n"
+    "    worked = sum(os.fstat(fd).st_size for fd in fds) > 2**30\nexcept OSError:\n    worked = False\n")
 TMPFS_IN_A_USERNS = if_it_worked(  # a tmpfs of its own, mounted in a new user and mount namespace
     "import subprocess\nscript = ('mkdir -p /tmp/m && mount -t tmpfs -o size=2g none /tmp/m && '\n"
-    "          'head -c 1610612736 /dev/zero > /tmp/m/fill && sleep 4 && echo filled')\n"
+    "          'for i in $(seq 102); do head -c 15728640 /dev/zero > /tmp/m/f$i || exit 1; done && '\n"
+    "          'sleep 4 && echo filled')\n"
     "run = subprocess.run(['unshare', '-Urm', 'sh', '-c', script], capture_output=True, text=True)\n"
     "worked = 'filled' in run.stdout\n")
 # the kernel's OOM killer takes the sandbox first, never the grader
