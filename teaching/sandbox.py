@@ -329,11 +329,10 @@ class Sandbox:
         return reply
 
     def note_flags(self, flags) -> None:
-        """Keep the evidence a reply carries (strings from the student's process: capped)."""
-        if isinstance(flags, list):
-            for flag in flags[:20]:
-                if isinstance(flag, str) and flag[:200] not in self.flags and len(self.flags) < 20:
-                    self.flags.append(flag[:200])
+        """Keep the evidence the latest reply carries (the runner's log is cumulative; strings
+        from the student's process: capped)."""
+        if isinstance(flags, list) and flags:
+            self.flags = [f[:200] for f in flags[:20] if isinstance(f, str)]
 
     def _die(self, why: str):
         self.dead = why

@@ -98,15 +98,22 @@ def refuse_kernels(torch, names) -> None:
 # logged while the student's code runs and reported with the grade, for the instructor to judge.
 # A family is watched in an exercise whose not_allowed names one of its torch functions.
 FAMILIES = {
-    "attention": {
-        "names": ("scaled_dot_product_attention", "multi_head_attention", "MultiheadAttention", "Transformer"),
-        "ops": ("scaled_dot_product", "_native_multi_head_attention", "_transformer_encoder_layer_fwd",
-                "_transformer_decoder_only_layer_fwd", "_masked_softmax", "_fused_sdp_choice"),
-        "functions": ("scaled_dot_product_attention", "_scaled_dot_product", "multi_head_attention_forward",
-                      "_native_multi_head_attention", "_transformer_encoder_layer_fwd"),
-        "modules": ("MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
-                    "TransformerEncoderLayer", "TransformerDecoderLayer"),
-    },
+    "scaled dot-product attention": {
+        "names": ("scaled_dot_product_attention",),
+        "ops": ("scaled_dot_product", "_fused_sdp_choice"),
+        "functions": ("scaled_dot_product_attention", "_scaled_dot_product"),
+        "modules": ()},
+    "multi-head attention": {
+        "names": ("multi_head_attention", "MultiheadAttention"),
+        "ops": ("_native_multi_head_attention", "_masked_softmax"),
+        "functions": ("multi_head_attention_forward", "_native_multi_head_attention"),
+        "modules": ("MultiheadAttention",)},
+    "transformer layers": {
+        "names": ("Transformer",),
+        "ops": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
+        "functions": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
+        "modules": ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                    "TransformerDecoderLayer")},
     "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "layer_norm"),
                    "functions": ("layer_norm",), "modules": ("LayerNorm",)},
     "entropy": {"names": ("special.entr", "Categorical"), "ops": ("special_entr",),
@@ -156,7 +163,7 @@ class Evidence:
                     if kwargs.get(arg):
                         log.add(f"refused: {name}({arg}=True)")
                         raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
-                if functions and name.startswith(functions) or any(f in name for f in functions):
+                if any(f in name for f in functions):
                     log.add(f"called {name}")
                 return func(*args, **kwargs)
 

@@ -303,6 +303,13 @@ def test_enable_gqa_is_refused_where_the_exercise_asks_to_repeat_the_heads():
     assert got["sdpa_plain"] == ("ran", ""), got  # the statement allows scaled_dot_product_attention itself
 
 
+def test_what_the_exercise_allows_is_not_flagged():
+    """Chapter 7's decoder forbids torch's decoder layer, not scaled_dot_product_attention (the
+    companion's MultiHeadAttention, which the honest answer uses, calls it)."""
+    got = torch_probe(_names("07", "transformer_decoder"), ["sdpa_plain"])
+    assert got["sdpa_plain"] == ("ran", ""), got
+
+
 def test_nothing_is_refused_or_flagged_where_nothing_is_forbidden():
     got = torch_probe([], ["decoder_layer_alias", "native_mha", "sdpa_gqa"])
     assert all(v == ("ran", "") for v in got.values()), got
