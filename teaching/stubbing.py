@@ -9,11 +9,11 @@ is the closure of:
    exercise asks for ``attention_entropy``: ``companion.heads.attention_entropy`` goes);
 3. the *private helpers* of anything already stubbed: every definition whose own name (or its
    class's) starts with ``_``, that returns a value (a check that only raises computes
-   nothing), and that only stubbed definitions refer to (by name, ``module.name``,
-   ``self.name``, ``cls.name`` or ``Class.name``), transitively; and every method of a
-   stubbed class. A private helper that a kept public function also uses stays (stubbing it
-   would break that function); the public function is then part of the tool kit the exercise
-   allows, or the exercise's ``not_allowed`` names it too.
+   nothing), and that a stubbed body refers to (by name, ``module.name``, ``self.name``,
+   ``cls.name`` or ``Class.name``), transitively; and every method of a stubbed class. A
+   private helper is kept when what the exercise's own setup and context cells import needs
+   it (:func:`protected_set`: the public tool kit keeps working, ``tile_update`` and its
+   ``_finite`` in the tiled exercise).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
@@ -22,11 +22,11 @@ removed body, a public caller included (``MultiHeadAttention.forward`` through
 ``_attention_with_weights``), then raises too. Public helpers that are not named (``causal_mask``
 in a tiled-attention exercise) keep their bodies: they are the course's tool kit.
 
-Known limit: a public companion function that computes the same as a forbidden one, under
-another name and without sharing a private helper, is not found by this rule; the exercise's
-``not_allowed`` must name it (``companion.flash.online_softmax`` in chapter 12). What the
-answer calls in the companion is logged in the sandbox and reported with the grade
-(:mod:`teaching.sandbox_runner`), so the instructor can see it.
+Known limits: a public companion function that computes the same as a forbidden one, under
+another name and without a private helper the rule removes, is not found; the exercise's
+``not_allowed`` must name it (``companion.flash.online_softmax`` in chapter 4's softmax
+exercise). A public function the setup cell imports stays whole, with its helpers, unless the
+list names it (``MultiHeadAttention.forward`` in chapter 5's one-head exercise).
 """
 
 from __future__ import annotations
