@@ -12,7 +12,7 @@ Only the instructor's notebook decides what runs and what is checked: each grade
 the submission runs in a fresh bubblewrap sandbox, and the instructor's check cell, hidden
 tests included, runs in the grader's own process on the values the sandbox sends back (see
 book/teaching.md). The CSV has one row per student, chapter and graded cell
-(`student,chapter,cell,score,max_score,status`) and a `TOTAL` row per student and chapter, for
+(`student,chapter,cell,score,max_score,status,flags`) and a `TOTAL` row per student and chapter, for
 every student and every chapter graded, whatever a submission does.
 """
 
