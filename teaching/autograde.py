@@ -12,7 +12,7 @@ Only the instructor's notebook decides what runs and what is checked: each submi
 bubblewrap sandbox of its own, each graded answer in a fresh process there, and the
 instructor's check cell, hidden tests included, runs in the grader's own process on the values
 the sandbox sends back (see book/teaching.md). The CSV has one row per student, chapter and graded cell
-(`student,chapter,cell,score,max_score,status`) and a `TOTAL` row per student and chapter, for
+(`student,chapter,cell,score,max_score,status,flags`) and a `TOTAL` row per student and chapter, for
 every student and every chapter graded, whatever a submission does.
 """
 
@@ -41,7 +41,7 @@ from teaching.grader import Grader  # noqa: E402
 from teaching.sandbox import NO_SANDBOX_RISK, Limits, bwrap_available  # noqa: E402
 from teaching.submissions import StudentFiles, collect, collect_folder, id_key, id_problem, refusal, refused, shown_name  # noqa: E402
 
-FIELDS = ["student", "chapter", "cell", "score", "max_score", "status"]
+FIELDS = ["student", "chapter", "cell", "score", "max_score", "status", "flags"]
 _graders: dict[str, Grader] = {}
 
 
@@ -61,20 +61,22 @@ def grade_task(task) -> list[dict]:
     rows = []
     try:
         if path is None:
-            results = [(e.check_id, 0.0, e.points, "not submitted") for e in exercises]
+            results = [(e.check_id, 0.0, e.points, "not submitted", "") for e in exercises]
         else:
-            results = [(r.cell, r.score, r.max_score, r.status) for r in grader.grade(Path(path), student)]
+            results = [(r.cell, r.score, r.max_score, r.status, r.flags) for r in grader.grade(Path(path), student)]
     except Exception as err:  # noqa: BLE001 (a bug of the grader must not cost the class)
-        results = [(e.check_id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}") for e in exercises]
-    for cell, score, max_score, status in results:
+        results = [(e.check_id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}", "") for e in exercises]
+    for cell, score, max_score, status, flags in results:
         rows.append({"student": student, "chapter": chapter, "cell": cell, "score": score, "max_score": max_score,
-                     "status": status})
+                     "status": status, "flags": flags})
     passed = sum(r["status"] == "passed" for r in rows)
     total_status = "not submitted" if path is None else f"{passed} of {len(rows)} checks passed"
     if note:
         total_status += f"; {note}"
+    flagged = sum(bool(r["flags"]) for r in rows)
     rows.append({"student": student, "chapter": chapter, "cell": "TOTAL", "score": sum(r["score"] for r in rows),
-                 "max_score": sum(r["max_score"] for r in rows), "status": total_status})
+                 "max_score": sum(r["max_score"] for r in rows), "status": total_status,
+                 "flags": f"{flagged} cell(s) flagged: read their flags" if flagged else ""})
     return rows
 
 

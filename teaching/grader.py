@@ -34,6 +34,7 @@ import torch
 
 from .exercises import Chapter, Exercise, answer_sources
 from .sandbox import AnswerError, Limits, Remote, Sandbox, prepare_course_dir, remote_value
+from .stubbing import exercise_rule
 
 CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
 
@@ -44,6 +45,7 @@ class Result:
     score: float
     max_score: float
     status: str  # "passed", or why not
+    flags: str = ""  # evidence for the instructor (fused torch kernels, torch modules): see sandbox_runner.Evidence
 
 
 def parameters_source(chapter: Chapter, student_id: str, seed: int | None = None) -> str:
@@ -69,6 +71,11 @@ def setup_imports(source: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def flag_text(box: Sandbox | None) -> str:
+    """The CSV's ``flags`` for one exercise: what the sandbox's evidence log saw, or nothing."""
+    return "; ".join(box.flags) if box is not None else ""
+
+
 class Grader:
     """Grades submissions of one chapter; holds the prepared companion copies, reused across students."""
 
@@ -79,12 +86,12 @@ class Grader:
         self.preload = setup_imports(chapter.setup_source)
         self.course_dirs = {}
         for ex in chapter.exercises:
-            key = tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))
+            key = exercise_rule(chapter, ex)  # teaching/stubbing.py: what this exercise's companion lacks
             if key not in self.course_dirs:
-                self.course_dirs[key] = prepare_course_dir(workdir / f"course-{len(self.course_dirs)}", key)
+                self.course_dirs[key] = prepare_course_dir(workdir / f"course-{len(self.course_dirs)}", *key)
 
     def course_dir(self, ex: Exercise) -> Path:
-        return self.course_dirs[tuple(sorted(n for n in ex.not_allowed if n.startswith("companion.")))]
+        return self.course_dirs[exercise_rule(self.chapter, ex)]
 
     def course_index(self, ex: Exercise) -> int:
         """Which of the sandbox's companion copies (``/course/i``) the exercise sees."""
@@ -179,14 +186,16 @@ class Grader:
                     exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102
                 namespace.update({k: v for k, v in trusted.items() if k not in ex.names})
                 exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
-            return Result(ex.check_id, ex.points, ex.points, "passed"), not answer_error
+            return Result(ex.check_id, ex.points, ex.points, "passed", flag_text(box)), not answer_error
         except AnswerError as err:
-            return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800]), False
+            return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800], flag_text(box)), False
         except AssertionError as err:
             why = str(err) or "an assertion of the check failed"
-            return Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800]), not answer_error
+            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800], flag_text(box)),
+                    not answer_error)
         except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, ...)
-            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800]),
+            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800],
+                           flag_text(box)),
                     not answer_error)
         finally:
             try:

@@ -38,7 +38,6 @@ instructor's files in reach.
 
 from __future__ import annotations
 
-import ast
 import fcntl
 import os
 import platform
@@ -60,6 +59,7 @@ from pathlib import Path
 import cloudpickle
 
 from . import wire
+from .stubbing import _find, not_allowed_stub, prepare_course_dir, resolve_definition  # noqa: F401 (moved there)
 
 RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
 MAX_REPLY = 64 * 2**20  # bytes in one reply from the sandbox
@@ -454,6 +454,7 @@ class Sandbox:
         self.limits = limits
         self.dead: str | None = None
         self.killed_for: str | None = None  # set by the watch
+        self.flags: list[str] = []  # what the runner's evidence log saw (sandbox_runner.Evidence), for the CSV
         self.over = True  # no exercise is running
         self.end: float | None = None  # the deadline of the running exercise's answer and check together
         self.course_dirs = [Path(c) for c in course_dirs]
@@ -506,6 +507,7 @@ class Sandbox:
         if not self.over:
             self.finish()
         self.over, self.end = False, None
+        self.flags = []  # this exercise's evidence only (a fresh process, a fresh log)
         self._send_raw(bytes([TAG_TEMPLATE]) + cloudpickle.dumps({"op": "exercise", **job,
                                                                   "course_dir": self._course(course)}))
         for label, _ in job["context_cells"]:
@@ -634,7 +636,14 @@ class Sandbox:
             raise AnswerError(str(reply.get("error", "")) or "the exercise ended")
         if frame[0] == TAG_RELAYED and (template or self.over):
             self._die("a reply from the student's process when none was running")
+        self.note_flags(reply.get("flags"))
         return reply
+
+    def note_flags(self, flags) -> None:
+        """Keep the evidence the latest reply carries (the runner's log is cumulative; strings
+        from the student's process: capped)."""
+        if isinstance(flags, list) and flags:
+            self.flags = [f[:200] for f in flags[:20] if isinstance(f, str)]
 
     def _die(self, why: str):
         self.dead = why
@@ -708,57 +717,3 @@ def remote_value(box: Sandbox, encoded, label: str):
     raise AnswerError(f"{label}: a malformed value")
 
 
-# -- the companion as an exercise sees it ------------------------------------------------------
-
-def not_allowed_stub(dotted: str) -> ast.stmt:
-    return ast.parse(f"raise RuntimeError({dotted + ' is not allowed in this exercise: write it yourself'!r})").body[0]
-
-
-def prepare_course_dir(dest: Path, not_allowed: tuple[str, ...]) -> Path:
-    """A copy of the companion package in ``dest/companion`` in which each function or method
-    named in ``not_allowed`` (``companion.masks.causal_mask``, ``companion.multihead.
-    MultiHeadAttention.forward``) raises "not allowed in this exercise" and has no body left.
-    Names outside the companion (``torch...``) are left to the runner."""
-    import companion  # noqa: PLC0415
-
-    src = Path(companion.__path__[0])
-    if (dest / "companion").exists():
-        return dest
-    tmp = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp / "companion", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for dotted in not_allowed:
-        if not dotted.startswith("companion."):
-            continue
-        path, qualname = resolve_definition(dotted, tmp)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        node = _find(tree, qualname)
-        if node is None:
-            raise ValueError(f"not_allowed names {dotted!r}, but {path} has no definition {qualname!r}")
-        node.body = [not_allowed_stub(dotted)]
-        path.write_text(ast.unparse(tree) + "\n", encoding="utf-8")
-    tmp.rename(dest)
-    return dest
-
-
-def resolve_definition(dotted: str, root: Path) -> tuple[Path, str]:
-    """``companion.models.captioning.VanillaRNNCell.forward`` -> (the module's file, ``VanillaRNNCell.forward``)."""
-    parts = dotted.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        base = root.joinpath(*parts[:i])
-        for path in (base.with_suffix(".py"), base / "__init__.py"):
-            if path.is_file():
-                return path, ".".join(parts[i:])
-    raise ValueError(f"not_allowed names {dotted!r}, which is not in the companion")
-
-
-def _find(tree: ast.Module, qualname: str):
-    scope = tree.body
-    node = None
-    for name in qualname.split("."):
-        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and n.name == name), None)
-        if node is None:
-            return None
-        scope = node.body
-    return node

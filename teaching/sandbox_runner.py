@@ -105,6 +105,150 @@ def refuse_kernels(torch, names) -> None:
                 lib.impl(op, refuse, key)
 
 
+# What torch can do for an answer that no stub can stop (a fused kernel reached under a name no
+# list has, a module reloaded from torch's own source, an argument that does the exercise's work):
+# logged while the student's code runs and reported with the grade, for the instructor to judge.
+# A family is watched in an exercise whose not_allowed names one of its torch functions.
+FAMILIES = {
+    "scaled dot-product attention": {
+        "names": ("scaled_dot_product_attention",),
+        "ops": ("scaled_dot_product", "_fused_sdp_choice"),
+        "functions": ("scaled_dot_product_attention", "_scaled_dot_product"),
+        "modules": ()},
+    "multi-head attention": {
+        "names": ("multi_head_attention", "MultiheadAttention"),
+        "ops": ("_native_multi_head_attention", "_masked_softmax"),
+        "functions": ("multi_head_attention_forward", "_native_multi_head_attention"),
+        "modules": ("MultiheadAttention",)},
+    "transformer layers": {
+        "names": ("Transformer",),
+        "ops": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
+        "functions": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
+        "modules": ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                    "TransformerDecoderLayer")},
+    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "layer_norm"),
+                   "functions": ("layer_norm",), "modules": ("LayerNorm",)},
+    "entropy": {"names": ("special.entr", "Categorical"), "ops": ("special_entr",),
+                "functions": ("entr",), "modules": ()},
+}
+
+
+def argument_rules(names) -> dict[str, tuple[str, ...]]:
+    """``torch.nn.functional.scaled_dot_product_attention(enable_gqa=True)`` in not_allowed: that
+    function may be called, but not with that argument true ({function name: (argument, ...)})."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for dotted in names:
+        if "(" in dotted and dotted.endswith("=True)"):
+            func, _, arg = dotted[:-len("=True)")].partition("(")
+            rules[func.rpartition(".")[2]] = (*rules.get(func.rpartition(".")[2], ()), arg)
+    return rules
+
+
+class Evidence:
+    """Logs, while the student's code runs (the answer cell and every call the grader makes), the
+    watched torch functions called (a ``TorchFunctionMode``: it sees ``torch.nn.functional``,
+    ``torch._C._nn`` and ``torch.ops.aten`` alike), the watched aten kernels that ran (a
+    ``TorchDispatchMode``) and the watched ``torch.nn`` modules whose forward ran (a global
+    forward hook, which sees a class reloaded from torch's source too: it goes by the class's
+    name and module). It also refuses the arguments :func:`argument_rules` names.
+
+    It runs in the student's process: code that removes the modes or the hook before it does
+    its work is not seen. It is evidence for the instructor, not a guarantee."""
+
+    def __init__(self, torch, names):
+        from torch.overrides import TorchFunctionMode  # noqa: PLC0415
+        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+
+        self.torch, self.flags = torch, {}
+        fams = [f for f in FAMILIES.values() if any(n in d for d in names if "(" not in d for n in f["names"])]
+        ops = tuple(o for f in fams for o in f["ops"])
+        functions = tuple(o for f in fams for o in f["functions"])
+        modules = {m for f in fams for m in f["modules"]}
+        rules = argument_rules(names)
+        log = self
+
+        class Functions(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = getattr(func, "__name__", "") or str(func)
+                for arg in rules.get(name, ()):
+                    if kwargs.get(arg):
+                        log.add(f"refused: {name}({arg}=True)")
+                        raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
+                if any(f in name for f in functions):
+                    log.add(f"called {name}")
+                return func(*args, **kwargs)
+
+        class Kernels(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = str(func)
+                if any(o in name for o in ops):
+                    log.add(f"ran {name}")
+                return func(*args, **(kwargs or {}))
+
+        def hook(module, args):
+            cls = type(module)
+            if cls.__name__ in modules and cls.__module__.startswith("torch.nn"):
+                log.add(f"ran {cls.__module__}.{cls.__name__}.forward")
+
+        self.modes = (Functions, Kernels if ops else None)
+        self.watching = bool(fams or rules)
+        if modules:
+            torch.nn.modules.module.register_module_forward_pre_hook(hook)
+
+    def add(self, what: str) -> None:
+        self.flags[what] = self.flags.get(what, 0) + 1
+
+    def __enter__(self):
+        import contextlib  # noqa: PLC0415
+
+        self._stack = contextlib.ExitStack()
+        if self.watching:
+            for mode in self.modes:
+                if mode is not None:
+                    self._stack.enter_context(mode())
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._stack.close()
+        except Exception:  # noqa: BLE001, S110 (the student's code left the modes in a bad state: noted)
+            self.add("the student's code changed torch's function or dispatch modes")
+        return False
+
+    def report(self) -> list[str]:
+        return [f"{what} ({n}x)" for what, n in sorted(self.flags.items())]
+
+
+def refuse_everywhere(torch, dotted: str) -> None:
+    """Refuse a torch function or class under every name torch gives it: each attribute of a
+    loaded ``torch`` module that *is* it is replaced, and a class's own methods refuse too (its
+    instances, made by another class such as ``nn.Transformer``, then cannot run)."""
+    module_name, _, attr = dotted.rpartition(".")
+    module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])
+    original = getattr(module, attr, None)
+
+    def refuse(*args, _name=dotted, **kwargs):
+        raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
+
+    setattr(module, attr, refuse)
+    if original is None:
+        return
+    for name, mod in list(sys.modules.items()):
+        if (name == "torch" or name.startswith("torch.")) and mod is not None:
+            try:
+                for key, value in list(vars(mod).items()):
+                    if value is original:
+                        setattr(mod, key, refuse)
+            except Exception:  # noqa: BLE001, S112 (a lazy or odd module)
+                continue
+    if isinstance(original, type):
+        for key, value in list(vars(original).items()):
+            if callable(value) or isinstance(value, (staticmethod, classmethod)):
+                if key not in ("__new__", "__init_subclass__", "__subclasshook__", "__class_getitem__"):
+                    setattr(original, key, refuse)
+
+
 TAG_RELAYED, TAG_TEMPLATE = b"\x00", b"\x01"
 MAX_RELAYED = 64 * 2**20 + 1  # the most the grader reads in one reply (sandbox.MAX_REPLY)
 
@@ -366,14 +510,10 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
     # Not allowed in this exercise: torch functions that would answer it. (The companion's
     # own are replaced in the copy of the package this process imports.)
     for dotted in job.get("torch_not_allowed", ()):
-        module_name, _, attr = dotted.rpartition(".")
-        module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])
-
-        def refuse(*args, _name=dotted, **kwargs):
-            raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
-
-        setattr(module, attr, refuse)
+        if "(" not in dotted:  # an argument rule is the Evidence's
+            refuse_everywhere(torch, dotted)
     refuse_kernels(torch, job.get("torch_not_allowed", ()))
+    evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
 
@@ -396,7 +536,8 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
         reply({"ok": True, "ran": label})  # each cell has its own deadline (the grader's)
     if status["ok"]:
         try:
-            run(f"answer {job['answer_id']}", job["answer_source"])
+            with evidence:
+                run(f"answer {job['answer_id']}", job["answer_source"])
         except BaseException as err:  # noqa: BLE001
             status = {"ok": False, "error": short_error(err)}
     names = {}
@@ -407,7 +548,7 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             names[name] = ("callable",)
         else:
             names[name] = encode(ns[name])
-    reply({**status, "names": names})
+    reply({**status, "names": names, "flags": evidence.report()})
 
     while True:
         try:
@@ -416,15 +557,16 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             return
         try:
             target = ns[request["name"]] if "name" in request else handles[request["handle"]]
-            if request["op"] == "call":
-                result = target(*request["args"], **request["kwargs"])
-            elif request["op"] == "getattr":
-                result = getattr(target, request["attr"])
-            else:
-                raise ValueError(f"unknown request {request['op']!r}")
-            reply({"ok": True, "result": encode(result)})
+            with evidence:
+                if request["op"] == "call":
+                    result = target(*request["args"], **request["kwargs"])
+                elif request["op"] == "getattr":
+                    result = getattr(target, request["attr"])
+                else:
+                    raise ValueError(f"unknown request {request['op']!r}")
+            reply({"ok": True, "result": encode(result), "flags": evidence.report()})
         except BaseException as err:  # noqa: BLE001
-            reply({"ok": False, "error": short_error(err)})
+            reply({"ok": False, "error": short_error(err), "flags": evidence.report()})
 
 
 def main() -> None:

@@ -261,7 +261,7 @@ def test_planted_submission_scores_its_honest_equivalent(graded, student):
 @pytest.mark.slow
 def test_the_csv_has_every_row_and_says_why(graded):
     rows, expected, *_ = graded
-    assert list(rows[0]) == ["student", "chapter", "cell", "score", "max_score", "status"]
+    assert list(rows[0]) == ["student", "chapter", "cell", "score", "max_score", "status", "flags"]
     for student in [*expected, "unreadable", "lms-names"]:
         cells = {r["cell"] for r in rows if r["student"] == student and r["chapter"] == CHAPTER}
         assert cells == {*POINTS, "TOTAL"}, student

@@ -1,0 +1,350 @@
+"""Issue 35, item 4: library code earns no marks.
+
+Each attack answers an exercise with code that is not the student's: a private helper of a
+forbidden function, a sibling that computes the same, a torch module or argument no list named,
+a kernel under another name. First, each attack is shown to work against the real companion
+and torch (so that a 0 is the rule's doing, not a broken attack); then the sandbox's copy of
+the companion for that exercise, or the runner's refusals and evidence log, stop or flag it; a
+class with the attackers and an honest student is graded, and the honest student keeps full
+marks (the instructor's own solutions).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from conftest import needs_bwrap
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from teaching import course  # noqa: E402
+from teaching.exercises import read_chapter  # noqa: E402
+from teaching.stubbing import Index, exercise_rule, prepare_course_dir, stubbed_set  # noqa: E402
+
+NAMES = {"02": "02_seq2seq_attention", "04": "04_masking", "05": "05_multihead_attention", "07": "07_transformer",
+         "11": "11_positions_and_memory", "12": "12_fast_attention", "03": "03_self_attention"}
+
+# (chapter, answer cell, its source): each one answers the exercise with library code
+ATTACKS = {
+    "private-masked-softmax": ("04", "masking_softmax",
+                               "from companion.attention import _masked_softmax\n"
+                               "def masked_softmax(scores, mask):\n    return _masked_softmax(scores, mask)\n"),
+    "sibling-online-softmax": ("04", "masking_softmax",
+                               "from companion.flash import online_softmax\n"
+                               "def masked_softmax(scores, mask):\n"
+                               "    return online_softmax(scores, scores.shape[-1], mask)\n"),
+    "private-attention": ("03", "self_plain",
+                          "import companion.attention as A\n"
+                          "def plain_self_attention(x):\n"
+                          "    return A._attention_with_weights(x, x, x, None, 0.0)\n"),
+    "namesake-entropy": ("02", "seq2seq_entropy",
+                         "from companion.heads import attention_entropy as _entropy\n"
+                         "def attention_entropy(weights):\n    return _entropy(weights)\n"),
+    "private-tiled-function": ("12", "flash_tiled",
+                               "import torch\nfrom companion.flash import _TiledAttention\n"
+                               "def tiled_head(q, k, v, block):\n"
+                               "    return _TiledAttention.apply(q, k, v, None, True, block, block)\n"
+                               "def tiled_head_grads(q, k, v, d_out, block):\n"
+                               "    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))\n"
+                               "    return torch.autograd.grad(tiled_head(q, k, v, block), (q, k, v), d_out)\n"),
+    "sdpa-enable-gqa": ("11", "gqa_heads",
+                        "import torch.nn.functional as F\n"
+                        "def gqa_attention(q, k, v, mask=None):\n"
+                        "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"),
+}
+
+
+def instructor_answer(chapter: str, answer_id: str) -> str:
+    nb = nbformat.read(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb", as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == answer_id)
+
+
+def run_answer(source: str, name: str, chapter: str, *args):
+    """``name(*args)`` from an answer cell run after the chapter's setup, with the real companion."""
+    ch = read_chapter(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb")
+    ns = {"__name__": "__main__", "student_id": ""}
+    exec(compile(ch.parameters_source, "<parameters>", "exec"), ns)  # noqa: S102
+    exec(compile(ch.setup_source, "<setup>", "exec"), ns)  # noqa: S102
+    exec(compile(source.replace("# BEGIN SOLUTION", "").replace("# END SOLUTION", ""), "<answer>", "exec"), ns)  # noqa: S102
+    return ns[name](*args)
+
+
+def _inputs(attack: str):
+    g = torch.Generator().manual_seed(1)
+    if attack in ("private-masked-softmax", "sibling-online-softmax"):
+        scores = torch.randn(2, 3, 5, generator=g)
+        mask = torch.rand(2, 3, 5, generator=g) > 0.3
+        mask[0, 1] = False  # a fully masked row
+        return "masked_softmax", (scores, mask)
+    if attack == "private-attention":
+        return "plain_self_attention", (torch.randn(6, 4, generator=g),)
+    if attack == "namesake-entropy":
+        w = torch.softmax(torch.randn(3, 5, generator=g), -1)
+        w[0, 0] = 0.0
+        return "attention_entropy", (w,)
+    if attack == "private-tiled-function":
+        q, k, v = (torch.randn(7, 4, generator=g, dtype=torch.float64) for _ in range(3))
+        return "tiled_head", (q, k, v, 3)
+    q, k, v = torch.randn(2, 4, 5, 3, generator=g), torch.randn(2, 2, 5, 3, generator=g), torch.randn(2, 2, 5, 3, generator=g)
+    return "gqa_attention", (q, k, v)
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_each_attack_answers_its_exercise_with_the_real_library(attack):
+    chapter, answer_id, source = ATTACKS[attack]
+    name, args = _inputs(attack)
+    got = run_answer(source, name, chapter, *args)
+    want = run_answer(instructor_answer(chapter, answer_id), name, chapter, *args)
+    got, want = (t[0] if isinstance(t, tuple) else t for t in (got, want))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return Index(ROOT)
+
+
+def _rule(chapter, answer_id):
+    ch = read_chapter(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb")
+    ex = next(e for e in ch.exercises if e.answer_id == answer_id)
+    return exercise_rule(ch, ex)
+
+
+@pytest.mark.parametrize(("chapter", "answer_id", "gone"), [
+    ("04", "masking_softmax", ["companion.attention._masked_softmax", "companion.attention._attention_with_weights",
+                               "companion.flash.online_softmax"]),
+    ("03", "self_plain", ["companion.attention._attention_with_weights", "companion.attention._masked_softmax"]),
+    ("02", "seq2seq_dot", ["companion.attention._attention_with_weights"]),
+    ("02", "seq2seq_entropy", ["companion.heads.attention_entropy"]),
+    ("05", "multihead_one_head", ["companion.attention._attention_with_weights",
+                                  "companion.multihead.MultiHeadAttention.forward"]),
+    ("07", "transformer_decoder", ["companion.models.blocks.DecoderLayer._self_attention",
+                                   "companion.models.blocks.DecoderLayer._cross_attention"]),
+    ("11", "rope_attention", ["companion.attention._attention_with_weights",
+                              "companion.multihead.MultiHeadAttention.forward"]),
+    ("12", "flash_tiled", ["companion.flash._TiledAttention.forward", "companion.flash._TiledAttention.backward",
+                           "companion.flash._tiled_forward", "companion.flash._tiled_backward",
+                           "companion.flash.online_softmax"]),
+    ("12", "flash_update", ["companion.flash._tiled_forward", "companion.flash._tile_scores"]),
+])
+def test_helpers_siblings_and_namesakes_are_stubbed(index, chapter, answer_id, gone):
+    not_allowed, names, setup = _rule(chapter, answer_id)
+    stubbed = stubbed_set(index, not_allowed, names, setup)
+    assert set(gone) <= set(stubbed), sorted(set(gone) - set(stubbed))
+
+
+def test_a_class_keeps_its_name_and_loses_every_method(index):
+    stubbed = stubbed_set(index, ("companion.flash.tiled_attention",), ())
+    methods = {k for k, d in index.defs.items() if d.cls == "companion.flash._TiledAttention"}
+    assert methods and methods <= set(stubbed)
+
+
+def test_public_tool_kit_and_checks_stay(index):
+    """What the chapter's setup imports keeps working: tile_update in the tiled exercise (the
+    honest answer uses it), and checks that only raise are never stubbed."""
+    not_allowed, names, setup = _rule("12", "flash_tiled")
+    stubbed = stubbed_set(index, not_allowed, names, setup)
+    for kept in ("companion.flash.tile_update", "companion.flash._finite", "companion.attention.masked_softmax",
+                 "companion.attention._check_attention_args", "companion.masks.causal_mask"):
+        assert kept not in stubbed, kept
+
+
+PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import companion
+assert companion.__file__.startswith(sys.argv[1]), companion.__file__
+out = {}
+for dotted, call in json.loads(sys.argv[2]).items():
+    try:
+        exec(call, {})
+        out[dotted] = "ran"
+    except RuntimeError as err:
+        out[dotted] = "refused" if "not allowed in this exercise" in str(err) else f"failed: {err}"
+    except Exception as err:
+        out[dotted] = f"failed: {type(err).__name__}: {err}"
+print(json.dumps(out))
+"""
+
+
+def _probe(course_dir: Path, calls: dict) -> dict:
+    run = subprocess.run([sys.executable, "-I", "-c", PROBE, str(course_dir), json.dumps(calls)], capture_output=True,
+                         text=True, encoding="utf-8", timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_copy_refuses_the_attacks_and_runs_the_tool_kit(tmp_path):
+    course_dir = prepare_course_dir(tmp_path / "c", *_rule("04", "masking_softmax"))
+    s = "import torch\nscores = torch.randn(2, 4)\nmask = torch.rand(2, 4) > 0.5\n"
+    got = _probe(course_dir, {
+        "_masked_softmax": s + "from companion.attention import _masked_softmax\n_masked_softmax(scores, mask)",
+        "online_softmax": s + "from companion.flash import online_softmax\nonline_softmax(scores, 4, mask)",
+        "attention_with_weights": s + "from companion.attention import attention_with_weights\n"
+                                      "attention_with_weights(scores, scores, scores)",
+        "causal_mask": "from companion.masks import causal_mask\nassert causal_mask(3).sum() == 6",
+        "real_token_mask": "from companion.masks import real_token_mask\nassert real_token_mask([2, 1]).sum() == 3",
+    })
+    assert got == {"_masked_softmax": "refused", "online_softmax": "refused", "attention_with_weights": "refused",
+                   "causal_mask": "ran", "real_token_mask": "ran"}, got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", sorted(NAMES))
+def test_every_exercise_setup_runs_with_its_stubbed_copy(chapter, tmp_path):
+    """The setup and context cells each exercise's sandbox runs before the answer still run."""
+    ch = read_chapter(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb")
+    for i, ex in enumerate(ch.exercises):
+        not_allowed, names, sources = exercise_rule(ch, ex)
+        course_dir = prepare_course_dir(tmp_path / f"c{i}", not_allowed, names, sources)
+        code = "\n".join([ch.parameters_source, "student_id = ''", *sources])
+        got = _probe(course_dir, {"setup": code})
+        assert got == {"setup": "ran"}, (ex.answer_id, got)
+
+
+# -- what torch does: refused under every name, or flagged with the evidence ----------------------------
+
+TORCH_PROBE = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+import torch, torch.nn.functional as F
+names = sys.argv[2].split(",") if sys.argv[2] else []
+for dotted in names:
+    if "(" not in dotted:
+        runner.refuse_everywhere(torch, dotted)
+runner.refuse_kernels(torch, names)
+evidence = runner.Evidence(torch, names)
+x = torch.randn(2, 5, 8)
+def decoder_layer_alias():
+    torch.nn.modules.TransformerDecoderLayer(8, 2, 16, batch_first=True)(x, x)
+def decoder_layer_inside_transformer():
+    t = torch.nn.Transformer(8, 2, 1, 1, 16, batch_first=True)
+    t.decoder.layers[0](x, x)
+def decoder_layer_reloaded():
+    import importlib
+    fresh = importlib.reload(importlib.import_module("torch.nn.modules.transformer"))
+    fresh.TransformerDecoderLayer(8, 2, 16, batch_first=True).eval()(x, x)
+def native_mha():
+    w, b = torch.randn(24, 8), torch.zeros(24)
+    torch.ops.aten._native_multi_head_attention(x, x, x, 8, 2, w, b, torch.randn(8, 8), torch.zeros(8))
+def sdpa_reloaded_functional():
+    import importlib
+    importlib.reload(F).scaled_dot_product_attention(x, x, x)
+def sdpa_through_torch_C():
+    torch._C._nn.scaled_dot_product_attention(x, x, x)
+def sdpa_gqa():
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+def sdpa_plain():
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8)
+    F.scaled_dot_product_attention(q, k, k)
+for call in sys.argv[3].split(","):
+    evidence.flags.clear()
+    try:
+        with evidence:
+            globals()[call]()
+        result = "ran"
+    except RuntimeError as err:
+        result = "refused" if "not allowed in this exercise" in str(err) else "failed: " + str(err)[:200]
+    print(call, result, "|", "; ".join(evidence.report()))
+"""
+
+
+def torch_probe(names: list[str], calls: list[str]) -> dict[str, tuple[str, str]]:
+    from teaching.sandbox import RUNNER
+
+    run = subprocess.run([sys.executable, "-c", TORCH_PROBE, str(RUNNER), ",".join(names), ",".join(calls)],
+                         capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = {}
+    for line in run.stdout.splitlines():
+        head, _, flags = line.partition(" | ")
+        call, _, result = head.partition(" ")
+        out[call] = (result, flags)
+    return out
+
+
+def _names(chapter, answer_id):
+    ch = read_chapter(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb")
+    return [n for n in next(e for e in ch.exercises if e.answer_id == answer_id).not_allowed if n.startswith("torch.")]
+
+
+def test_torch_decoder_layers_under_any_name_are_refused_or_flagged():
+    got = torch_probe(_names("07", "transformer_decoder"),
+                      ["decoder_layer_alias", "decoder_layer_inside_transformer", "decoder_layer_reloaded"])
+    assert got["decoder_layer_alias"][0] == "refused", got
+    assert got["decoder_layer_inside_transformer"][0] == "refused", got
+    # a class re-executed from torch's source is a new class no refusal reaches: its forward is flagged
+    result, flags = got["decoder_layer_reloaded"]
+    assert result == "refused" or "TransformerDecoderLayer.forward" in flags, got
+
+
+def test_fused_attention_kernels_are_refused_and_flagged():
+    got = torch_probe(_names("05", "multihead_module"), ["native_mha", "sdpa_through_torch_C", "sdpa_reloaded_functional"])
+    assert got["sdpa_through_torch_C"][0] == "refused", got  # the same function object, under another name
+    result, flags = got["native_mha"]  # a kernel refused at the dispatcher, and its call on record
+    assert result == "refused" and "_native_multi_head_attention" in flags, got
+    assert got["sdpa_reloaded_functional"][0] != "ran", got  # torch cannot run its functional.py twice
+
+
+def test_enable_gqa_is_refused_where_the_exercise_asks_to_repeat_the_heads():
+    got = torch_probe(_names("11", "gqa_heads"), ["sdpa_gqa", "sdpa_plain"])
+    assert got["sdpa_gqa"][0] == "refused" and "enable_gqa" in got["sdpa_gqa"][1], got
+    assert got["sdpa_plain"] == ("ran", ""), got  # the statement allows scaled_dot_product_attention itself
+
+
+def test_what_the_exercise_allows_is_not_flagged():
+    """Chapter 7's decoder forbids torch's decoder layer, not scaled_dot_product_attention (the
+    companion's MultiHeadAttention, which the honest answer uses, calls it)."""
+    got = torch_probe(_names("07", "transformer_decoder"), ["sdpa_plain"])
+    assert got["sdpa_plain"] == ("ran", ""), got
+
+
+def test_nothing_is_refused_or_flagged_where_nothing_is_forbidden():
+    got = torch_probe([], ["decoder_layer_alias", "native_mha", "sdpa_gqa"])
+    assert all(v == ("ran", "") for v in got.values()), got
+
+
+# -- a class graded: the attackers score 0 on their exercise, the honest student full marks -------------
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_class_of_library_attackers_and_an_honest_student(tmp_path):
+    subs = tmp_path / "subs"
+    chapters = sorted({c for c, _, _ in ATTACKS.values()})
+    for student in ("honest", *ATTACKS):
+        for chapter in chapters:
+            nb = nbformat.read(ROOT / "notebooks" / f"{NAMES[chapter]}.ipynb", as_version=4)
+            if student in ATTACKS and ATTACKS[student][0] == chapter:
+                _, answer_id, source = ATTACKS[student]
+                next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == answer_id).source = source
+            elif student != "honest":
+                continue
+            (subs / student).mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, subs / student / f"{NAMES[chapter]}.ipynb")
+    out = tmp_path / "grades.csv"
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
+                          "--chapters", *chapters, "--timeout", "30", "--jobs", "2"],
+                         capture_output=True, text=True, timeout=3000, cwd=tmp_path, encoding="utf-8", errors="replace")
+    assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    with open(out, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for chapter in chapters:
+        cells = course.graded_cells(NAMES[chapter])
+        honest = {r["cell"]: float(r["score"]) for r in rows if r["student"] == "honest" and r["chapter"] == NAMES[chapter]}
+        assert honest == {**cells, "TOTAL": math.fsum(cells.values())}, [r for r in rows if r["student"] == "honest"]
+        assert not any(r["flags"] for r in rows if r["student"] == "honest"), "an honest answer was flagged"
+    for student, (_, answer_id, _) in ATTACKS.items():
+        row = next(r for r in rows if r["student"] == student and r["cell"] == f"{answer_id}_check")
+        assert float(row["score"]) == 0.0, row
+        assert "not allowed in this exercise" in row["status"], row
