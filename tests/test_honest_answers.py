@@ -38,7 +38,7 @@ from conftest import needs_bwrap
 from honest_answers import ANSWERS
 
 from teaching import course
-from teaching.exercises import read_chapter
+from teaching.exercises import read_chapter, strip_solution_markers
 from teaching.grader import CHECK_SEED, parameters_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def _uses(source: str, qualified: str) -> bool:
     return re.search(rf"(?<!def )\b{re.escape(name)}\b", source) is not None
 
 
-def grade_in_process(name: str, seed: int, answers: dict[str, str]) -> dict[str, str]:
+def grade_in_process(name: str, seed: int, answers: dict[str, str], shapes: list | None = None) -> dict[str, str]:
     """{check grade_id: "passed" or why not}: the chapter's checks run here as the grader runs
     them (parameters with the student's id, the setup, each context, the answers in order, the
     generator seeded before each check), under grading seed ``seed``."""
@@ -124,6 +124,10 @@ def grade_in_process(name: str, seed: int, answers: dict[str, str]) -> dict[str,
                     exec(src, trusted)  # noqa: S102
                 ns = dict(trusted)
                 ns.update({k: student[k] for k in ex.names if k in student})
+                if shapes is not None:  # record the shapes of every tensor the check passes
+                    for k in ex.names:
+                        if callable(ns.get(k)) and not isinstance(ns[k], type):
+                            ns[k] = _recording(ns[k], ex.check_id, shapes)
                 try:
                     exec(ex.check_source, ns)  # noqa: S102
                     banned = [n for n in ex.not_allowed if _uses(source, n)]
@@ -136,6 +140,14 @@ def grade_in_process(name: str, seed: int, answers: dict[str, str]) -> dict[str,
         else:
             os.environ["COMPANION_GRADING_SEED"] = old
     return results
+
+
+def _recording(fn, check_id, shapes):
+    def call(*args, **kwargs):
+        shapes.append((check_id, tuple(tuple(a.shape) for a in (*args, *kwargs.values())
+                                       if isinstance(a, torch.Tensor))))
+        return fn(*args, **kwargs)
+    return call
 
 
 @cache
@@ -164,6 +176,25 @@ def test_the_same_code_gets_the_same_result_under_every_grading_seed(name):
     for seed, results in got.items():
         assert {c: r == "passed" for c, r in results.items()} == {
             c: r == "passed" for c, r in first.items()}, (seed, results, first)
+
+
+# Inputs whose shape comes from fresh data by design: a generated task's padded length.
+SHAPES_FROM_DATA = {"seq2seq_train_step_check"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CHAPTERS[:9])
+def test_fresh_inputs_vary_the_values_not_the_shapes(name):
+    """Item 12 at its root: every grading seed passes the answers tensors of the same shapes
+    (the edge sizes included), so no seed finds a size the others miss."""
+    chapter = read_chapter(course.NOTEBOOKS / f"{name}.ipynb")
+    answers = {ex.answer_id: strip_solution_markers(ex.instructor_answer) for ex in chapter.exercises}
+    seen = {}
+    for seed in SEEDS[:2]:
+        shapes = []
+        assert set(grade_in_process(name, seed, answers, shapes).values()) == {"passed"}
+        seen[seed] = sorted(s for s in shapes if s[0] not in SHAPES_FROM_DATA)
+    assert seen[SEEDS[0]] == seen[SEEDS[1]]
 
 
 # The real grader: one autograde run per grading seed, the whole class at once.
