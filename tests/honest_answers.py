@@ -517,8 +517,9 @@ def rope_attention(mha, x):
     k = k.view(B, N, H, D_H).transpose(1, 2)
     v = v.view(B, N, H, D_H).transpose(1, 2)
     q, k = apply_rope(q), apply_rope(k)
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    out = out.transpose(1, 2).reshape(B, N, D)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D_H)
+    scores = scores.masked_fill(~causal_mask(N), float("-inf"))
+    out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, N, D)
     return out @ mha.out_proj.weight.T + mha.out_proj.bias
 """,
 }

@@ -56,7 +56,8 @@ XFAIL = {
         " (once the statement says so, answer with repeat_interleave here)",
     ("11_positions_and_memory", "rope_attention_check"):
         "issue 35 item 9: the hidden test's module has bias=False, never mentioned"
-        " (x @ W.T + b fails)",
+        " (x @ W.T + b fails; the answer attends by hand, since F.scaled_dot_product_attention,"
+        " allowed in ex3, is not allowed here and the statement does not say so: item 10)",
 }
 
 # Answers with a bare .squeeze(): wrong where a size the statement allows is 1.
