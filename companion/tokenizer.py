@@ -236,3 +236,178 @@ class BPETokenizer:
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
+
+
+# --- GPT-2's level: split the text with a regex first (minbpe's RegexTokenizer) -----------
+# GPT-2's split pattern (Radford et al., 2019; openai/gpt-2, src/encoder.py): contractions,
+# a run of letters, of digits or of other symbols (each with at most one space in front), and
+# whitespace. BPE then merges inside each piece only, so no token spans two words, and no
+# token ends in "letter + space": the space goes to the front of the next word.
+GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+ENDOFTEXT = "<|endoftext|>"  # GPT-2's one special token: it separates documents
+
+
+def split_text(text: str, pattern: str = GPT2_SPLIT_PATTERN) -> list[str]:
+    """The pieces of ``text`` that BPE merges within (``regex.findall`` with GPT-2's pattern).
+
+    The pieces join back to ``text`` exactly."""
+    import regex  # the third-party `regex` package: `re` has no \\p{L}
+
+    return regex.findall(pattern, _require_text("text", text))
+
+
+def _pieces_as_array(pieces: Sequence[str], separator: int) -> np.ndarray:
+    """The UTF-8 bytes of every piece, one after another, with ``separator`` between them."""
+    if not pieces:
+        return np.zeros(0, dtype=np.int64)
+    sep = bytes([0])  # a placeholder byte, replaced below: a piece may hold byte 0 itself
+    joined = np.frombuffer(sep.join(p.encode("utf-8") for p in pieces), dtype=np.uint8).astype(np.int64)
+    lengths = np.array([len(p.encode("utf-8")) for p in pieces], dtype=np.int64)
+    ends = np.cumsum(lengths + 1)[:-1] - 1  # where each separator sits
+    joined[ends] = separator
+    return joined
+
+
+class RegexBPETokenizer:
+    """GPT-2's kind of byte-level BPE (minbpe's ``RegexTokenizer``): the text is first split
+    into pieces by a regex (``GPT2_SPLIT_PATTERN``), and merges never cross a piece.
+
+    Training counts each distinct piece once, weighted by how often it occurs, so it reads a
+    few tens of thousands of pieces instead of a million bytes. ``special_tokens`` (e.g.
+    ``{"<|endoftext|>": 512}``) are whole strings that get one id each and are never split or
+    merged; :meth:`encode` finds them in the text first.
+    """
+
+    def __init__(self, merges: Sequence[tuple[int, int]] = (), pattern: str = GPT2_SPLIT_PATTERN,
+                 special_tokens: dict[str, int] | None = None):
+        base = BPETokenizer(merges)  # checks the merges and builds the bytes of each id
+        self.merges, self.vocab, self.pattern = base.merges, base.vocab, pattern
+        self.special_tokens: dict[str, int] = {}
+        for name, token_id in (special_tokens or {}).items():
+            _require_text("a special token", name)
+            if not name:
+                raise ValueError("a special token must not be empty")
+            if _id_int(f"the id of {name!r}", token_id) < len(self.vocab):
+                raise ValueError(f"special token {name!r} has id {token_id}, which a merge or a byte already "
+                                 f"uses (ids 0..{len(self.vocab) - 1})")
+            if token_id in self.special_tokens.values():
+                raise ValueError(f"two special tokens share the id {token_id}")
+            self.special_tokens[name] = int(token_id)
+        self.special_of_id = {i: s for s, i in self.special_tokens.items()}
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int, pattern: str = GPT2_SPLIT_PATTERN,
+              special_tokens: Sequence[str] = ()) -> RegexBPETokenizer:
+        """Learn ``vocab_size - 256`` merges inside the pieces of ``text`` (ties: the smallest
+        pair, as :class:`BPETokenizer`). The ``special_tokens`` get the ids after the merges."""
+        require_int("vocab_size", vocab_size, minimum=BYTE_VOCAB)
+        counts: dict[str, int] = {}
+        for piece in split_text(text, pattern):
+            counts[piece] = counts.get(piece, 0) + 1
+        pieces = list(counts)
+        sep = vocab_size  # an id no merge makes: pairs that touch it are not counted
+        ids = _pieces_as_array(pieces, sep)  # (n,) every distinct piece once
+        # each position carries the count of its piece (pairs that touch a separator are not counted)
+        weight = np.repeat(np.array([counts[p] for p in pieces] or [0], dtype=np.int64),
+                           [len(p.encode("utf-8")) + 1 for p in pieces] or [0])[: ids.size]
+        merges = []
+        for new_id in range(BYTE_VOCAB, vocab_size):
+            valid = (ids[:-1] != sep) & (ids[1:] != sep)  # (n - 1,) pairs inside a piece
+            if not valid.any():
+                break
+            codes = ids[:-1][valid] * (vocab_size + 1) + ids[1:][valid]
+            pair_count = np.bincount(codes, weights=weight[:-1][valid], minlength=(vocab_size + 1) ** 2)
+            best = int(pair_count.argmax())
+            pair = (best // (vocab_size + 1), best % (vocab_size + 1))
+            ids, keep = _merge_keep(ids, pair, new_id)
+            weight = weight[keep]
+            merges.append(pair)
+        names = list(dict.fromkeys(special_tokens))
+        first = BYTE_VOCAB + len(merges)  # the first id after the merges
+        return cls(merges, pattern, {s: first + i for i, s in enumerate(names)})
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids (bytes, merges and special tokens)."""
+        return len(self.vocab) + len(self.special_tokens)
+
+    def _encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        """Every piece's ids: the distinct pieces merged together in one array, merges in order."""
+        distinct = list(dict.fromkeys(pieces))
+        sep = -1
+        ids = _pieces_as_array(distinct, sep)
+        for i, (a, b) in enumerate(self.merges):
+            if ids.size < 2:
+                break
+            if np.any((ids[:-1] == a) & (ids[1:] == b)):
+                ids = merge_pair_any(ids, (a, b), BYTE_VOCAB + i)
+        parts = np.split(ids, np.flatnonzero(ids == sep)) if ids.size else []
+        table = {}
+        for k, (piece, part) in enumerate(zip(distinct, parts, strict=True)):
+            table[piece] = (part[1:] if k else part).tolist()  # drop the leading separator
+        return [table[p] for p in pieces]
+
+    def encode(self, text: str, allowed_special: bool = True) -> list[int]:
+        """``text`` -> ids: special tokens first (when ``allowed_special``), then the regex
+        pieces of the text between them, each merged on its own."""
+        _require_text("text", text)
+        import regex
+
+        if allowed_special and self.special_tokens:
+            alternatives = "|".join(regex.escape(s) for s in sorted(self.special_tokens, key=len, reverse=True))
+            chunks = regex.split(f"({alternatives})", text)
+        else:
+            chunks = [text]
+        out: list[int] = []
+        for k, chunk in enumerate(chunks):
+            if k % 2 and len(chunks) > 1:  # a special token
+                out.append(self.special_tokens[chunk])
+            elif chunk:
+                for ids in self._encode_pieces(split_text(chunk, self.pattern)):
+                    out.extend(ids)
+        return out
+
+    def decode(self, ids) -> str:
+        """ids -> text (special tokens as their strings; a cut character as U+FFFD)."""
+        arr = _as_id_array("ids", ids)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        parts = []
+        for i in arr.tolist():
+            parts.append(self.special_of_id[i].encode("utf-8") if i in self.special_of_id else self.vocab[i])
+        return b"".join(parts).decode("utf-8", errors="replace")
+
+    def bytes_per_token(self, text: str) -> float:
+        """The compression: UTF-8 bytes of ``text`` per token of its encoding."""
+        n = len(self.encode(text))
+        if n == 0:
+            raise ValueError("text is empty: no tokens to divide by")
+        return len(text.encode("utf-8")) / n
+
+    def __repr__(self) -> str:
+        return (f"RegexBPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+                f"special_tokens={len(self.special_tokens)})")
+
+
+def merge_pair_any(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> np.ndarray:
+    """:func:`merge_pair` for arrays that may hold negative separators (never part of a pair)."""
+    return _merge_keep(ids, pair, new_id)[0]
+
+
+def _merge_keep(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """One merge step on an int64 array (as :func:`merge_pair`), and the mask of the positions kept."""
+    a, b = pair
+    keep = np.ones(ids.size, dtype=bool)
+    if ids.size < 2:
+        return ids.copy(), keep
+    starts = np.flatnonzero((ids[:-1] == a) & (ids[1:] == b))
+    if a == b and starts.size > 1:
+        new_run = np.ones(starts.size, dtype=bool)
+        new_run[1:] = np.diff(starts) != 1
+        run_first = np.flatnonzero(new_run)
+        offset = np.arange(starts.size) - run_first[np.cumsum(new_run) - 1]
+        starts = starts[offset % 2 == 0]
+    out = ids.copy()
+    out[starts] = new_id
+    keep[starts + 1] = False
+    return out[keep], keep

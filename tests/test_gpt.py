@@ -165,3 +165,51 @@ def test_unigram_loss_by_hand():
 
     train_ids = torch.tensor([0, 0, 1])  # counts + 1: 3, 2, 1 of 6
     assert unigram_loss(train_ids, torch.tensor([0, 2]), 3) == pytest.approx(-(math.log(3 / 6) + math.log(1 / 6)) / 2)
+
+
+# --- the architecture is GPT-2's: Hugging Face's GPT2LMHeadModel gives the same logits -------
+def _moved_gpt(config, seed):
+    torch.manual_seed(seed)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # every weight and bias away from its initial value
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_huggingface_gpt2_gives_the_same_logits(seed):
+    pytest.importorskip("transformers")
+    from companion.models.gpt import from_huggingface, to_huggingface
+
+    config = GPTConfig(vocab_size=37, context=24, d_model=32, num_heads=4, num_layers=3)
+    model = _moved_gpt(config, seed)
+    hf = to_huggingface(model).eval()
+    ids = torch.randint(0, 37, (3, 24))
+    with torch.no_grad():
+        ours, theirs = model(ids), hf(ids).logits
+    torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=1e-5)
+    back = from_huggingface(hf).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(back(ids), ours, atol=0, rtol=0)
+    assert sum(p.numel() for p in hf.parameters()) == model.num_parameters()
+
+
+def test_huggingface_gpt2_small_has_the_companion_count():
+    pytest.importorskip("transformers")
+    from transformers import GPT2LMHeadModel
+
+    from companion.models.gpt import huggingface_config
+
+    with torch.device("meta"):
+        hf = GPT2LMHeadModel(huggingface_config(gpt2_small_config()))
+    assert sum(p.numel() for p in hf.parameters()) == 124_439_808
+
+
+def test_gpt_without_a_gpt2_counterpart_is_refused():
+    pytest.importorskip("transformers")
+    from companion.models.gpt import to_huggingface
+
+    for change in ({"positions": "rope"}, {"tie_weights": False}, {"window": 4}):
+        with pytest.raises(ValueError, match="no GPT-2 counterpart"):
+            to_huggingface(GPT(GPTConfig(vocab_size=5, context=8, d_model=8, num_heads=2, **change)))

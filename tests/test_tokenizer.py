@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 
 from companion.tokenizer import (
+    ENDOFTEXT,
+    GPT2_SPLIT_PATTERN,
     BPETokenizer,
     CharTokenizer,
+    RegexBPETokenizer,
     merge_pair,
     most_frequent_pair,
     pair_counts,
+    split_text,
     text_to_bytes,
 )
 
@@ -148,3 +152,93 @@ def test_text_to_bytes_and_errors():
         BPETokenizer.train("abc", 100)
     with pytest.raises(TypeError, match="integer ids"):
         BPETokenizer().decode(np.array([1.5]))
+
+
+# --- GPT-2's level: the regex split first, checked against minbpe's RegexTokenizer ---------
+def ref_regex_train(text: str, vocab_size: int):
+    """minbpe's RegexTokenizer.train written plainly (ties: the smallest pair)."""
+    import regex
+
+    chunks = [list(c.encode("utf-8")) for c in regex.findall(GPT2_SPLIT_PATTERN, text)]
+    merges = []
+    for new_id in range(256, vocab_size):
+        counts = {}
+        for ids in chunks:
+            for pair in zip(ids, ids[1:], strict=False):
+                counts[pair] = counts.get(pair, 0) + 1
+        if not counts:
+            break
+        best = max(counts.values())
+        pair = min(p for p, c in counts.items() if c == best)
+        chunks = [ref_merge(ids, pair, new_id) for ids in chunks]
+        merges.append(pair)
+    return merges, [i for ids in chunks for i in ids]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_regex_bpe_matches_minbpe_regex_tokenizer(text):
+    merges, ref_ids = ref_regex_train(text, 256 + 40)
+    tok = RegexBPETokenizer.train(text, 256 + 40)
+    assert tok.merges == merges
+    assert tok.encode(text) == ref_ids
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_the_split_is_gpt2s():
+    pieces = split_text("Hello world, it's 2019!\n\n  ok")
+    assert pieces == ["Hello", " world", ",", " it", "'s", " 2019", "!", "\n\n ", " ok"]
+    assert "".join(pieces) == "Hello world, it's 2019!\n\n  ok"
+
+
+def test_no_regex_token_crosses_a_word():
+    from companion.data.text import load_shakespeare
+
+    text = load_shakespeare()[:200_000]
+    tok = RegexBPETokenizer.train(text, 400)
+    basic = BPETokenizer.train(text, 400)
+
+    def letter_space(vocab):
+        return sum(len(v) > 1 and v[-1:] == b" " and chr(v[-2]).isalpha() for v in vocab[256:])
+
+    assert letter_space(tok.vocab) == 0
+    assert letter_space(basic.vocab) > 20  # the basic tokenizer merges "e " and its like
+
+
+def test_special_tokens():
+    tok = RegexBPETokenizer.train("the cat and the hat " * 20, 300, special_tokens=[ENDOFTEXT])
+    eot = 256 + len(tok.merges)  # training stopped early: every piece is one token
+    assert len(tok.merges) < 44 and tok.special_tokens == {ENDOFTEXT: eot}
+    assert tok.vocab_size == eot + 1
+    ids = tok.encode(f"the cat{ENDOFTEXT}the hat")
+    assert ids.count(eot) == 1 and tok.decode(ids) == f"the cat{ENDOFTEXT}the hat"
+    plain = tok.encode(f"a{ENDOFTEXT}", allowed_special=False)  # read as ordinary text
+    assert eot not in plain and tok.decode(plain) == f"a{ENDOFTEXT}"
+    with pytest.raises(ValueError, match="already"):
+        RegexBPETokenizer([(116, 104)], special_tokens={ENDOFTEXT: 256})
+    with pytest.raises(ValueError, match="share"):
+        RegexBPETokenizer(special_tokens={"<a>": 300, "<b>": 300})
+
+
+def test_regex_training_is_fast_against_minbpe():
+    from companion.data.text import load_shakespeare
+
+    text = load_shakespeare()[:40_000]
+    start = time.process_time()
+    ref_merges, _ = ref_regex_train(text, 256 + 30)
+    ref_seconds = time.process_time() - start
+    start = time.process_time()
+    tok = RegexBPETokenizer.train(text, 256 + 30)
+    ours = time.process_time() - start
+    assert tok.merges == ref_merges
+    assert ref_seconds > 20 * ours, (ref_seconds, ours)
+
+
+def test_regex_train_512_on_the_whole_text_is_fast():
+    from companion.data.text import load_shakespeare
+
+    text = load_shakespeare()
+    start = time.process_time()
+    tok = RegexBPETokenizer.train(text, 512)
+    seconds = time.process_time() - start
+    assert tok.vocab_size == 512 and seconds < 3.0, seconds
+    assert 1.8 < tok.bytes_per_token(text) < 1.95

@@ -298,3 +298,84 @@ def kv_cache_size(config: GPTConfig, tokens: int, bytes_per_number: int = 4, bat
     c = config
     kv_heads = c.num_heads if c.num_kv_heads is None else c.num_kv_heads  # chapter 11: GQA keeps fewer
     return cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_number, batch_size)
+
+
+# --- the same architecture as Hugging Face's GPT2LMHeadModel ---------------------------------
+def _hf_layout(config: GPTConfig) -> None:
+    """Raise a clear error for a config that GPT-2's layout cannot hold."""
+    problems = []
+    if config.positions != "learned":
+        problems.append(f"positions={config.positions!r} (GPT-2 learns a table of positions)")
+    if not config.tie_weights:
+        problems.append("tie_weights=False (GPT-2 ties its head to the embedding)")
+    if config.num_kv_heads not in (None, config.num_heads):
+        problems.append(f"num_kv_heads={config.num_kv_heads} (GPT-2 has one key and value per head)")
+    if config.window is not None:
+        problems.append(f"window={config.window} (GPT-2 attends to the whole context)")
+    if problems:
+        raise ValueError("this GPT has no GPT-2 counterpart: " + "; ".join(problems))
+
+
+def huggingface_config(config: GPTConfig):
+    """The ``transformers.GPT2Config`` of the same sizes. One choice differs from OpenAI's
+    GPT-2: the FFN's GELU is the exact one (``activation_function="gelu"``); GPT-2 used the
+    tanh approximation (``"gelu_new"``)."""
+    from transformers import GPT2Config
+
+    _hf_layout(config)
+    act = {"gelu": "gelu", "relu": "relu"}[config.activation]
+    return GPT2Config(vocab_size=config.vocab_size, n_positions=config.context, n_embd=config.d_model,
+                      n_layer=config.num_layers, n_head=config.num_heads, n_inner=config.ffn_size,
+                      activation_function=act, resid_pdrop=config.dropout, embd_pdrop=config.dropout,
+                      attn_pdrop=config.dropout, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
+                      bos_token_id=None, eos_token_id=None)
+
+
+def _hf_pairs(model: GPT):
+    """``(Hugging Face name, companion tensor, transposed?)`` for every weight. GPT-2 stores its
+    linear layers as ``Conv1D`` with weights ``(in, out)``, the transpose of ``nn.Linear``."""
+    yield "transformer.wte.weight", model.token_embed.weight, False
+    yield "transformer.wpe.weight", model.pos.weight, False
+    for i, layer in enumerate(model.layers):
+        h = f"transformer.h.{i}."
+        for hf, ours in (("ln_1", layer.norm1), ("ln_2", layer.norm2)):
+            yield h + hf + ".weight", ours.weight, False
+            yield h + hf + ".bias", ours.bias, False
+        for hf, ours in (("attn.c_attn", layer.self_attn.in_proj), ("attn.c_proj", layer.self_attn.out_proj),
+                         ("mlp.c_fc", layer.ffn.linear1), ("mlp.c_proj", layer.ffn.linear2)):
+            yield h + hf + ".weight", ours.weight, True  # Conv1D: (in, out)
+            yield h + hf + ".bias", ours.bias, False
+    yield "transformer.ln_f.weight", model.norm.weight, False
+    yield "transformer.ln_f.bias", model.norm.bias, False
+
+
+def to_huggingface(model: GPT):
+    """A ``transformers.GPT2LMHeadModel`` with this GPT's weights (built from a config: nothing
+    is downloaded). ``W^Q, W^K, W^V`` stacked in ``in_proj`` are GPT-2's ``c_attn``."""
+    from transformers import GPT2LMHeadModel
+
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a companion GPT, got {type(model).__name__}")
+    hf = GPT2LMHeadModel(huggingface_config(model.config))
+    state = {name: (t.detach().T if transpose else t.detach()).clone() for name, t, transpose in _hf_pairs(model)}
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if not k.endswith("attn.bias") and not k.endswith("masked_bias")]:
+        raise RuntimeError(f"GPT-2's layout changed: missing {missing}, unexpected {unexpected}")
+    return hf.to(model.token_embed.weight.device).train(model.training)
+
+
+def from_huggingface(hf) -> GPT:
+    """The companion GPT with the weights of a ``GPT2LMHeadModel`` (the way back)."""
+    c = hf.config
+    act = {"gelu": "gelu", "relu": "relu"}.get(c.activation_function)
+    if act is None:
+        raise ValueError(f"activation_function={c.activation_function!r} has no companion counterpart "
+                         f"(the companion's GELU is the exact one: 'gelu')")
+    model = GPT(GPTConfig(vocab_size=c.vocab_size, context=c.n_positions, d_model=c.n_embd, num_heads=c.n_head,
+                          num_layers=c.n_layer, d_ff=c.n_inner, dropout=c.resid_pdrop, activation=act))
+    state = hf.state_dict()
+    with torch.no_grad():
+        for name, ours, transpose in _hf_pairs(model):
+            ours.copy_(state[name].T if transpose else state[name])
+    return model.to(state["transformer.wte.weight"].device)
