@@ -174,7 +174,7 @@ def multihead_forward(mha, x):
     B, N, D = x.shape
     H = mha.num_heads
     D_H = D // H
-    qkv = x @ mha.in_proj.weight.T + mha.in_proj.bias
+    qkv = mha.in_proj(x)
     q, k, v = qkv[..., :D], qkv[..., D:2 * D], qkv[..., 2 * D:]
     q = q.view(B, N, H, D_H).transpose(1, 2)
     k = k.view(B, N, H, D_H).transpose(1, 2)
@@ -500,8 +500,8 @@ def my_alibi_mask(num_heads, n):
     "gqa_heads": """
 def gqa_attention(q, k, v, mask=None):
     H, H_kv = q.shape[1], k.shape[1]
-    k = repeat_kv_heads(k, H // H_kv)
-    v = repeat_kv_heads(v, H // H_kv)
+    k = k.repeat_interleave(H // H_kv, dim=1)
+    v = v.repeat_interleave(H // H_kv, dim=1)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 """,
     "kv_cache": """
@@ -511,7 +511,7 @@ predicted_cache_bytes = 2 * ex_cfg.layers * ex_cfg.kv_heads * ex_cfg.head_dim * 
 def rope_attention(mha, x):
     B, N, D = x.shape
     H, D_H = mha.num_heads, mha.head_dim
-    qkv = x @ mha.in_proj.weight.T + mha.in_proj.bias
+    qkv = mha.in_proj(x)
     q, k, v = qkv[..., :D], qkv[..., D:2 * D], qkv[..., 2 * D:]
     q = q.view(B, N, H, D_H).transpose(1, 2)
     k = k.view(B, N, H, D_H).transpose(1, 2)
@@ -520,7 +520,7 @@ def rope_attention(mha, x):
     scores = q @ k.transpose(-1, -2) / math.sqrt(D_H)
     scores = scores.masked_fill(~causal_mask(N), float("-inf"))
     out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, N, D)
-    return out @ mha.out_proj.weight.T + mha.out_proj.bias
+    return mha.out_proj(out)
 """,
 }
 

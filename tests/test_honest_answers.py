@@ -47,18 +47,7 @@ SEEDS = (271828, 314159, 161803)  # three grading runs
 STUDENT = "honest"
 
 # Cases that fail today, each for a reason issue 35 names (chapters 10-12 are fixed elsewhere).
-XFAIL = {
-    ("11_positions_and_memory", "rope_apply_check"):
-        "issue 35 item 9: the statement says x (N, d), the hidden input is 3-D (N, d = x.shape)",
-    ("11_positions_and_memory", "gqa_heads_check"):
-        "issue 35 item 10: repeat_kv_heads, imported by the section and invited by the statement"
-        " ('repeat the key/value heads'), is not allowed, and the statement does not say so"
-        " (once the statement says so, answer with repeat_interleave here)",
-    ("11_positions_and_memory", "rope_attention_check"):
-        "issue 35 item 9: the hidden test's module has bias=False, never mentioned"
-        " (x @ W.T + b fails; the answer attends by hand, since F.scaled_dot_product_attention,"
-        " allowed in ex3, is not allowed here and the statement does not say so: item 10)",
-}
+XFAIL: dict[tuple[str, str], str] = {}  # none left: chapters 10-12's statements and checks were fixed
 
 # Answers with a bare .squeeze(): wrong where a size the statement allows is 1.
 FRAGILE = {
@@ -308,8 +297,7 @@ def tiled_head_grads(q, k, v, d_out, block):
     raise NotImplementedError()
 """,
 }
-EDGE_XFAIL = {("12_fast_attention", gid): "issue 35 item 11: the statement names the case, the visible check"
-              " does not test it" for gid in ("flash_merge", "flash_update", "flash_recompute", "flash_tiled")}
+EDGE_XFAIL: dict[tuple[str, str], str] = {}  # none left: chapter 12's visible checks cover every named case
 
 
 def _edge_cases():
