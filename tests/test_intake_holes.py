@@ -492,3 +492,159 @@ def test_the_guide_states_the_caps_the_code_keeps():
                   f"{archives.MAX_PATH} bytes in all, {archives.MAX_DEPTH} folders deep)",
                   f"more than {archives.MAX_FILES} entries or more than {archives.MAX_BYTES // 2**20} MB"):
         assert claim in text, claim
+
+
+# -- red team round 1: H1, a class archive made the normal way ---------------------------------
+
+def graded_answer(tmp: Path, path: Path) -> str:
+    return answer_sources(path, read_chapter(tmp / "instructor" / f"{CHAPTER}.ipynb"))["double"]
+
+
+def class_entries(tmp: Path, top: str) -> list[tuple[str, bytes]]:
+    return [(f"{top}alice/{CHAPTER}.ipynb", notebook(tmp, RIGHT)), (f"{top}bob/{CHAPTER}.ipynb", notebook(tmp, WRONG)),
+            (f"{top}carol/{CHAPTER}.ipynb", notebook(tmp, RIGHT))]
+
+
+@pytest.mark.parametrize("shape", ["folder-entry", "readme-beside", "folder-entries-everywhere", "no-top-folder",
+                                   "make_archive"])
+def test_a_class_archive_made_the_normal_way_grades_every_student(tmp_path, shape):
+    from teaching import archives  # noqa: PLC0415
+    z = tmp_path / "class.zip"
+    if shape == "folder-entry":  # zip -r class.zip class writes "class/" first
+        make_zip(z, [("class/", b""), *class_entries(tmp_path, "class/")])
+    elif shape == "readme-beside":
+        make_zip(z, [*class_entries(tmp_path, "class/"), ("README.txt", b"the class of 2026")])
+    elif shape == "folder-entries-everywhere":  # macOS Finder: every folder has its entry
+        make_zip(z, [("class/", b""), ("class/alice/", b""), ("class/bob/", b""), ("class/carol/", b""),
+                     *class_entries(tmp_path, "class/"), ("__MACOSX/class/._alice", b"")])
+    elif shape == "no-top-folder":
+        make_zip(z, [*class_entries(tmp_path, ""), ("README.txt", b"x")])
+    else:
+        import shutil  # noqa: PLC0415
+        for name, data in class_entries(tmp_path, "tree/class/"):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_bytes(data)
+        z = Path(shutil.make_archive(str(tmp_path / "class"), "zip", tmp_path / "tree", "class"))
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    assert bad == {}
+    students = intake(root, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"], {k: reasons(v) for k, v in students.items()}
+    for name, body in (("alice", RIGHT), ("bob", WRONG), ("carol", RIGHT)):
+        assert list(students[name].chapters) == [CHAPTER] and not students[name].unmatched, name
+        assert graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body, name
+
+
+def test_a_class_archive_of_one_student_folder_is_that_student(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [("alice/", b""), (f"alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    students = intake(root, tmp_path)
+    assert bad == {} and list(students) == ["alice"] and list(students["alice"].chapters) == [CHAPTER]
+
+
+def test_a_loose_notebook_beside_the_class_folder_is_a_row_not_a_student_lost(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [*class_entries(tmp_path, "class/"), (f"{CHAPTER}.ipynb", b"{}")])
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    assert list(bad) == [f"{CHAPTER}.ipynb"] and "loose file" in bad[f"{CHAPTER}.ipynb"]
+    students = intake(root, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"]
+
+
+def run_cli(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    (tmp / "private").mkdir(exist_ok=True)
+    if not (tmp / "private" / f"{CHAPTER}.ipynb").exists():
+        private_exercise(tmp / "private" / f"{CHAPTER}.ipynb")
+    out = tmp / "g.csv"
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), *args, "--out", str(out),
+                          "--notebooks", str(tmp / "private"), "--no-sandbox"],
+                         capture_output=True, text=True, cwd=tmp, timeout=900, encoding="utf-8", errors="replace")
+    if not out.exists():
+        return run, []
+    with open(out, encoding="utf-8", newline="") as f:
+        return run, list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_the_class_archive_with_its_folder_entry_keeps_the_exact_grades(tmp_path):
+    z = make_zip(tmp_path / "class.zip", [("class/", b""), *class_entries(tmp_path, "class/"), ("README.txt", b"x")])
+    run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert {r["student"] for r in rows} == {"alice", "bob", "carol"}
+    assert total(rows, "alice") == (5, 5) and total(rows, "bob") == (0, 5) and total(rows, "carol") == (5, 5)
+    assert not any(r["cell"] == "FILE" for r in rows)
+
+
+# -- red team round 1: H2, alice.zip and alice.ZIP ----------------------------------------------
+
+def test_two_archives_of_one_id_are_both_refused_and_both_named(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    make_zip(subs / "alice.zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    make_zip(subs / "alice.ZIP", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "bob.Zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    (subs / "carol").mkdir()
+    (subs / "carol" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, WRONG))
+    students = intake(subs, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"]
+    assert students["alice"].chapters == {}
+    rows = students["alice"].unmatched
+    assert sorted(name for name, _ in rows) == [repr(b"alice.ZIP"), repr(b"alice.zip")], rows
+    assert all(repr(b"alice.ZIP") in why and repr(b"alice.zip") in why and "refused" in why for _, why in rows)
+    for name, body in (("bob", RIGHT), ("carol", WRONG)):  # the classmates keep their own
+        assert not students[name].unmatched and graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body
+
+
+def test_two_archives_of_one_id_beside_its_folder_grade_the_folder(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    make_zip(subs / "alice.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "alice.ZIP", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    students = intake(subs, tmp_path)
+    assert list(students) == ["alice"]
+    assert graded_answer(tmp_path, students["alice"].chapters[CHAPTER]) == RIGHT
+    assert reasons(students["alice"]).count("only the folder is graded") == 2
+
+
+# -- red team round 1: H3, nothing outside the unpack folder -------------------------------------
+
+@pytest.mark.parametrize("entries", [
+    [("../precious/x.ipynb", b"{}"), ("../class/x.ipynb", b"{}")],
+    [("class/../precious/x.ipynb", b"{}"), ("class/alice/x.ipynb", b"{}")],
+    [("class/", b""), ("class/../class/x", b""), ("class/alice/x.ipynb", b"{}")],
+    [("./../precious/x", b"")], [("/precious/x", b"")], [("c:/precious/x", b"")], [("..\\precious\\x", b"")],
+])
+def test_a_class_archive_leading_out_writes_and_removes_nothing_outside(tmp_path, entries):
+    from teaching import archives  # noqa: PLC0415
+    keep = tmp_path / "keep"
+    (keep / "precious").mkdir(parents=True)
+    (keep / "precious" / "grades-2025.csv").write_text("x", encoding="utf-8")
+    z = make_zip(tmp_path / "class.zip", entries)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(ArchiveError, match="refused archive"):
+        archives.unpack_class(z, keep / "class")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_clean_up_of_a_refused_student_removes_nothing_outside_dest(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "alice").mkdir()
+    for target in (tmp_path / "dest" / ".." / "precious", tmp_path / "dest" / "..", tmp_path / "dest"):
+        archives._remove_inside(tmp_path / "dest", target)
+    assert (tmp_path / "precious").is_dir() and (tmp_path / "dest").is_dir()
+    archives._remove_inside(tmp_path / "dest", tmp_path / "dest" / "alice")
+    assert not (tmp_path / "dest" / "alice").exists()
+
+
+@pytest.mark.slow
+def test_the_class_archive_leading_out_stops_the_run_cleanly(tmp_path):
+    keep = tmp_path / "keep"
+    (keep / "precious").mkdir(parents=True)
+    (keep / "precious" / "grades-2025.csv").write_text("x", encoding="utf-8")
+    z = make_zip(tmp_path / "class.zip", [("../precious/x.ipynb", b"{}"), ("../class/x.ipynb", b"{}")])
+    run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER, "--keep", str(keep))
+    assert run.returncode not in (0, 3) and "leads out" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert (keep / "precious" / "grades-2025.csv").read_text(encoding="utf-8") == "x" and rows == []
