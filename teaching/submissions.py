@@ -146,7 +146,8 @@ def notebook_problem(data: bytes) -> str | None:
 
     The size is checked first. Then the JSON values are counted: the strings, arrays, ``true``,
     ``false`` and ``null`` by their bytes (at most), the objects and numbers while decoding,
-    which stops past :data:`MAX_JSON_VALUES`. Then the cells are counted. Only then may nbformat
+    which stops past :data:`MAX_JSON_VALUES`. Then the cells are counted (a version-3
+    notebook's in all its ``worksheets`` too). Only then may nbformat
     parse and validate it, which takes seconds and a lot of memory for a million values. JSON
     that does not decode is no problem here: reading the notebook says why later."""
     if len(data) > MAX_NOTEBOOK:
@@ -160,9 +161,15 @@ def notebook_problem(data: bytes) -> str | None:
         return str(err)
     except Exception:  # noqa: BLE001 (not JSON, or nested too deep: unreadable, said later)
         return None
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    if isinstance(cells, list) and len(cells) > MAX_CELLS:
-        return f"{len(cells):,} cells, more than the {MAX_CELLS:,} allowed"
+    if not isinstance(nb, dict):
+        return None
+    cells = len(nb["cells"]) if isinstance(nb.get("cells"), list) else 0
+    worksheets = nb.get("worksheets")  # nbformat 3 keeps its cells in worksheets
+    for sheet in worksheets if isinstance(worksheets, list) else []:
+        if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list):
+            cells += len(sheet["cells"])
+    if cells > MAX_CELLS:
+        return f"{cells:,} cells, more than the {MAX_CELLS:,} allowed"
     return None
 
 

@@ -648,3 +648,26 @@ def test_the_class_archive_leading_out_stops_the_run_cleanly(tmp_path):
     run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER, "--keep", str(keep))
     assert run.returncode not in (0, 3) and "leads out" in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert (keep / "precious" / "grades-2025.csv").read_text(encoding="utf-8") == "x" and rows == []
+
+
+# -- red team round 1: M3, a version-3 notebook's cells ------------------------------------------
+
+def v3_notebook(cells_per_sheet: list[int]) -> bytes:
+    sheets = ",".join('{"cells":[' + ",".join(['{"cell_type":"raw","source":""}'] * n) + '],"metadata":{}}'
+                      for n in cells_per_sheet)
+    return ('{"metadata":{},"nbformat":3,"nbformat_minor":0,"worksheets":[' + sheets + "]}").encode()
+
+
+def test_a_version_3_notebook_counts_the_cells_of_its_worksheets(tmp_path, monkeypatch):
+    assert submissions.notebook_problem(v3_notebook([95_000])) == "95,000 cells, more than the 2,000 allowed"
+    assert submissions.notebook_problem(v3_notebook([1500, 1500])) == "3,000 cells, more than the 2,000 allowed"
+    assert submissions.notebook_problem(v3_notebook([1000, 1000])) is None
+    subs = tmp_path / "subs"
+    (subs / "mallory").mkdir(parents=True)
+    (subs / "mallory" / f"{CHAPTER}.ipynb").write_bytes(v3_notebook([95_000]))
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    monkeypatch.setattr(nbformat, "reads", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed")))
+    students = intake(subs, tmp_path)
+    assert students["mallory"].chapters == {} and "95,000 cells" in reasons(students["mallory"])
+    assert list(students["alice"].chapters) == [CHAPTER] and not students["alice"].unmatched
