@@ -11,8 +11,8 @@ the cap). Any other failure (a corrupt or truncated stream, a compression or "ve
 this Python cannot read, an error of the file system) is an :class:`ArchiveError` too, with the
 original error named: :func:`unpack` raises nothing else. Names that are not UTF-8 (old
 archivers write Latin-1 or cp437) keep their bytes on disk, as a folder of such names would;
-the grader shows them escaped (:func:`teaching.safe_text.file_name`). Nothing is written
-outside ``dest``.
+the grader shows them escaped (:func:`teaching.safe_text.file_name`). Each file unpacked keeps
+its entry's date as its modification time. Nothing is written outside ``dest``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import stat
+import time
 import zipfile
 from pathlib import Path
 
@@ -165,6 +166,15 @@ def _write(zf: zipfile.ZipFile, plan: list, dest: Path, max_bytes: int) -> None:
             except Exception as err:  # noqa: BLE001 (zlib.error, EOFError, NotImplementedError, ...)
                 raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
                                    f"read ({type(err).__name__}: {safe_text.cell(str(err))[:300]})") from None
+        _set_date(target, info)
+
+
+def _set_date(target: Path, info: zipfile.ZipInfo) -> None:
+    """The unpacked file's modification time is its entry's date in the archive (local time, as
+    zip stores it), so that "the latest copy" means the latest saved, not the last unpacked."""
+    with contextlib.suppress(ValueError, OverflowError, OSError):
+        when = time.mktime((*info.date_time, 0, 0, -1))
+        os.utime(target, (when, when), follow_symlinks=False)
 
 
 def _rough_parts(info: zipfile.ZipInfo) -> list[str]:

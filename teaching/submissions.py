@@ -34,6 +34,15 @@ def copy_number(stem: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def is_checkpoint(filename: str) -> bool:
+    """Whether ``filename`` is a copy Jupyter saved by itself (``04_masking-checkpoint.ipynb``),
+    which is graded only when the student handed in nothing else for its chapter."""
+    stem = Path(filename).stem
+    while COPY_SUFFIX.search(stem):
+        stem = COPY_SUFFIX.sub("", stem)
+    return stem.lower().rstrip().endswith("checkpoint")
+
+
 def match_chapter(filename: str, chapters: list[str]) -> list[str]:
     """The chapters a submitted file name can mean (one, or none, or several when ambiguous)."""
     stem = normalise(Path(filename).stem)
@@ -296,11 +305,11 @@ def _collect_folder(files: StudentFiles, folder: Path, chapters: list[str], name
             continue
         candidates.setdefault(matches[0], []).append(path)
     for ch, paths in candidates.items():
-        paths.sort(key=lambda p: (copy_number(p.stem), p.stat().st_mtime, p.name))
+        paths.sort(key=lambda p: (not is_checkpoint(p.name), copy_number(p.stem), p.stat().st_mtime, p.name))
         files.chapters[ch] = paths[-1]
         if len(paths) > 1:
-            files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files: " + \
-                ", ".join(p.name for p in paths[:-1]) + " not graded"
+            files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files (Jupyter's checkpoints " \
+                              f"last): " + ", ".join(p.name for p in paths[:-1]) + " not graded"
         st = paths[-1].lstat()
         shared = sorted({q.parent.name for q in names.get((st.st_dev, st.st_ino), [])} - {folder.name})
         if shared:

@@ -671,3 +671,26 @@ def test_a_version_3_notebook_counts_the_cells_of_its_worksheets(tmp_path, monke
     students = intake(subs, tmp_path)
     assert students["mallory"].chapters == {} and "95,000 cells" in reasons(students["mallory"])
     assert list(students["alice"].chapters) == [CHAPTER] and not students["alice"].unmatched
+
+
+# -- red team round 1: M2, the latest copy in an archive -----------------------------------------
+
+def test_the_latest_copy_in_an_archive_is_the_latest_saved_and_not_a_checkpoint(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "carol.zip", "w") as zf:  # the newer first: unpacked first, older on disk
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 12, 4, 10, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}-checkpoint.ipynb", (2026, 11, 1, 9, 0, 0)), notebook(tmp_path, WRONG))
+    with zipfile.ZipFile(subs / "dave.zip", "w") as zf:  # a checkpoint newer than the notebook
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 11, 1, 9, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}-checkpoint.ipynb", (2026, 12, 4, 9, 0, 0)), notebook(tmp_path, WRONG))
+    with zipfile.ZipFile(subs / "erin.zip", "w") as zf:  # two hand-made copies: the later saved wins
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 12, 4, 11, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"final_{CHAPTER}.ipynb", (2026, 12, 1, 9, 0, 0)), notebook(tmp_path, WRONG))
+    (subs / "bob").mkdir()
+    (subs / "bob" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, WRONG))
+    students = intake(subs, tmp_path)
+    for name, body in (("carol", RIGHT), ("dave", RIGHT), ("erin", RIGHT), ("bob", WRONG)):
+        assert graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body, (name, students[name].notes)
+    assert f"graded {CHAPTER}.ipynb, the latest of 2 files" in students["carol"].notes[CHAPTER]
+    assert time.localtime(students["erin"].chapters[CHAPTER].stat().st_mtime)[:4] == (2026, 12, 4, 11)
