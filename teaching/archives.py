@@ -29,7 +29,7 @@ from . import safe_text
 
 MAX_FILES = 2000  # entries of one archive
 MAX_CLASS_FILES = 100_000  # entries of one class's archive
-MAX_BYTES = 512 * 2**20  # bytes of one archive once unpacked
+MAX_BYTES = 256 * 2**20  # bytes of one archive once unpacked (12 chapters at the 16 MB cap fit)
 MAX_NAME = 255  # bytes of one file or folder name (most file systems' limit)
 MAX_PATH = 1024  # bytes of an entry's whole path
 MAX_DEPTH = 32  # folders an entry may lie in

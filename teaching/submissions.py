@@ -76,6 +76,7 @@ MAX_NOTEBOOK = 16 * 2**20  # bytes of one submitted notebook, checked before it 
 MAX_CELLS = 2000  # cells of one submitted notebook (the course's have fewer than 200)
 MAX_JSON_VALUES = 500_000  # JSON values of one notebook (objects, arrays, strings, numbers, ...)
 MAX_ID = 100  # characters of a student id (an e-mail address fits)
+MAX_COPIES = 20  # files of one student for one chapter: past it, none is read
 
 
 def shown_name(name: str) -> str:
@@ -298,12 +299,25 @@ def _collect_folder(files: StudentFiles, folder: Path, chapters: list[str], name
         if not matches:
             files.unmatched.append((path.name, f"matches no chapter ({', '.join(chapters)})"))
             continue
-        try:  # the size and cells capped before anything parses it (read_regular)
-            read_regular(path)
-        except ValueError as err:
-            files.unmatched.append((path.name, f"refused: {err}; not graded"))
-            continue
         candidates.setdefault(matches[0], []).append(path)
+    for ch in list(candidates):
+        if len(candidates[ch]) > MAX_COPIES:  # counted before any is read: reading costs time
+            paths = candidates.pop(ch)
+            files.unmatched.append((ch, f"refused: {len(paths):,} files for this chapter, more than the "
+                                        f"{MAX_COPIES} allowed; none of them is read or graded (hand in one)"))
+            continue
+        readable = []
+        for path in candidates[ch]:
+            try:  # the size and cells capped before anything parses it (read_regular)
+                read_regular(path)
+            except ValueError as err:
+                files.unmatched.append((path.name, f"refused: {err}; not graded"))
+                continue
+            readable.append(path)
+        if readable:
+            candidates[ch] = readable
+        else:
+            del candidates[ch]
     for ch, paths in candidates.items():
         paths.sort(key=lambda p: (not is_checkpoint(p.name), copy_number(p.stem), p.stat().st_mtime, p.name))
         files.chapters[ch] = paths[-1]

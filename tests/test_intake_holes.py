@@ -694,3 +694,27 @@ def test_the_latest_copy_in_an_archive_is_the_latest_saved_and_not_a_checkpoint(
         assert graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body, (name, students[name].notes)
     assert f"graded {CHAPTER}.ipynb, the latest of 2 files" in students["carol"].notes[CHAPTER]
     assert time.localtime(students["erin"].chapters[CHAPTER].stat().st_mtime)[:4] == (2026, 12, 4, 11)
+
+
+# -- red team round 1: M4, many copies of one chapter ---------------------------------------------
+
+def test_more_copies_of_one_chapter_than_the_cap_are_one_row_and_never_read(tmp_path, monkeypatch):
+    from teaching import archives  # noqa: PLC0415
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    n = submissions.MAX_COPIES + 1
+    make_zip(subs / "mallory.zip", [(f"{CHAPTER} ({k}).ipynb", notebook(tmp_path, WRONG)) for k in range(n)])
+    make_zip(subs / "trent.zip", [(f"{CHAPTER} ({k}).ipynb", notebook(tmp_path, RIGHT))
+                                  for k in range(submissions.MAX_COPIES)])
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    read = []
+    real_read = submissions.read_regular
+    monkeypatch.setattr(submissions, "read_regular", lambda path: read.append(path.parent.parent.name) or real_read(path))
+    students = intake(subs, tmp_path)
+    assert students["mallory"].chapters == {} and len(students["mallory"].unmatched) == 1
+    assert f"{n} files for this chapter, more than the {submissions.MAX_COPIES} allowed" in reasons(students["mallory"])
+    assert graded_answer(tmp_path, students["trent"].chapters[CHAPTER]) == RIGHT  # 20 copies are fine
+    assert graded_answer(tmp_path, students["alice"].chapters[CHAPTER]) == RIGHT
+    assert "0" not in read  # mallory's archive was unpacked into archives/0: none of its files read
+    assert archives.MAX_BYTES >= 12 * submissions.MAX_NOTEBOOK  # a student's every chapter at its cap fits
