@@ -85,6 +85,17 @@ def shown_name(name: str) -> str:
     return repr(os.fsencode(name))
 
 
+def readable_name(name: str) -> str:
+    """A refused id as a reader can read it: its characters in quotes, controls and bytes that
+    are not UTF-8 escaped, and when it is not ASCII its escapes too (``'аlice' (\\u0430lice)``),
+    so that a look-alike letter shows."""
+    text = safe_text.escape_controls(safe_text.file_name(name))
+    return f"'{text}'" if text.isascii() else f"'{text}' ({text.encode('ascii', 'backslashreplace').decode()})"
+
+
+LMS_SUFFIX = re.compile(r"_\d+_assignsubmission_[a-z]+_?$")  # Moodle's: Name Surname_12345_assignsubmission_file_
+
+
 def id_problem(name: str) -> str | None:
     """Why the folder or archive name ``name`` cannot be a student's id, or None when it can.
 
@@ -92,10 +103,11 @@ def id_problem(name: str) -> str | None:
     control or format character (newline, NUL, a right-to-left override), no space or dot at its
     ends (Windows drops them, so ``alice.`` would be ``alice``), no dot first (a hidden name), at
     most :data:`MAX_ID` characters, and letters of one alphabet among those that look alike
-    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused). Bytes that are
+    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused), Moodle's suffix
+    (``_12345_assignsubmission_file_``, :data:`LMS_SUFFIX`) left out of that count. Bytes that are
     not UTF-8 (an old archiver's Latin-1) are allowed: the id shows them escaped
     (``jos\\xe9``), and :func:`id_key` finds the names that would look the same."""
-    shown = shown_name(name)
+    shown = readable_name(name)
     if name in ("", ".", ".."):
         return f"refused: {shown} is not a student id (empty, '.' or '..')"
     if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name):
@@ -111,7 +123,8 @@ def id_problem(name: str) -> str | None:
         return f"refused: the student id {shown} begins with a dot (a hidden name)"
     if len(text) > MAX_ID:
         return f"refused: the student id {shown[:80]}... is longer than {MAX_ID} characters"
-    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()} & _LOOK_ALIKE_SCRIPTS
+    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in LMS_SUFFIX.sub("", text) if ch.isalpha()} \
+        & _LOOK_ALIKE_SCRIPTS
     if len(scripts) > 1:
         return (f"refused: the student id {shown} mixes {' and '.join(sorted(s.title() for s in scripts))} letters "
                 f"(a look-alike of another id?)")

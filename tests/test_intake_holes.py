@@ -718,3 +718,21 @@ def test_more_copies_of_one_chapter_than_the_cap_are_one_row_and_never_read(tmp_
     assert graded_answer(tmp_path, students["alice"].chapters[CHAPTER]) == RIGHT
     assert "0" not in read  # mallory's archive was unpacked into archives/0: none of its files read
     assert archives.MAX_BYTES >= 12 * submissions.MAX_NOTEBOOK  # a student's every chapter at its cap fits
+
+
+# -- red team round 1: M5, non-Latin names in Moodle's folder layout -----------------------------
+
+def test_moodle_folders_of_non_latin_names_are_graded_and_refusals_are_readable(tmp_path):
+    subs = tmp_path / "subs"
+    honest = ["\u0418\u0432\u0430\u043d \u041f\u0435\u0442\u0440\u043e\u0432_12345_assignsubmission_file_",
+              "\u0391\u03b8\u03b7\u03bd\u03ac_12346_assignsubmission_file_", "Alice Smith_12347_assignsubmission_file_",
+              "\u5f20\u4f1f_12348_assignsubmission_file"]
+    mixed = "\u0418\u0432\u0430\u043d Petrov_12349_assignsubmission_file_"  # two alphabets in the name itself
+    for name in (*honest, mixed):
+        (subs / name).mkdir(parents=True)
+        (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = intake(subs, tmp_path)
+    assert sorted(s for s in students if students[s].chapters) == sorted(honest)
+    why = reasons(students[mixed])
+    assert students[mixed].chapters == {} and "mixes Cyrillic and Latin letters" in why
+    assert "b'" not in why and "'\u0418\u0432\u0430\u043d Petrov_12349" in why and "\\u0418" in why, why
