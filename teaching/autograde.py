@@ -226,8 +226,8 @@ def _merged(students: list[StudentFiles]) -> list[StudentFiles]:
     :func:`~teaching.submissions.id_key`) are a collision: neither is graded, and each one's FILE
     row names them all."""
     groups: dict[str, list[StudentFiles]] = {}
-    for s in students:
-        groups.setdefault(id_key(s.student), []).append(s)
+    for s in students:  # a look-alike refused as no id (аlice, mixed) cannot withhold a real id's grade
+        groups.setdefault(id_key(s.student, look_alikes=id_problem(s.source) is None), []).append(s)
     out = []
     for key in sorted(groups):
         group = groups[key]

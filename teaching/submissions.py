@@ -116,6 +116,8 @@ def id_problem(name: str) -> str | None:
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") for ch in name.encode(
             "utf-8", "surrogateescape").decode("utf-8", "replace")):
         return f"refused: the student id {shown} holds a control or format character"
+    if any(ord(ch) in _INVISIBLE for ch in name):
+        return f"refused: the student id {shown} holds an invisible or blank character (a look-alike of another id?)"
     if name != name.strip() or name.endswith(".") or unicodedata.category(name[0])[0] == "Z" or \
             unicodedata.category(name[-1])[0] == "Z":
         return f"refused: the student id {shown} begins or ends with a space or ends with a dot"
@@ -132,14 +134,32 @@ def id_problem(name: str) -> str | None:
 
 
 _LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
+# characters that show nothing, or a blank, in most fonts: the combining grapheme joiner, the
+# Hangul fillers, the Khmer inherent vowels, the braille blank, the variation selectors
+_INVISIBLE = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, *range(0x180B, 0x1810),
+              *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+# a small table of letters that look like Latin ones (Cyrillic, Greek, IPA, small capitals):
+# not Unicode's whole confusables list, the ones an id is likely to be forged with
+_SKELETON = str.maketrans(
+    "\u0430\u0432\u0435\u0456\u0458\u043a\u043c\u043d\u043e\u0440\u0441\u0442\u0443\u0445\u0455\u0501\u04bb"
+    "\u03b1\u03b2\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7\u0251\u0261\u0131\u0269\u0237"
+    "\u1d00\u0299\u1d04\u1d05\u1d07\ua730\u0262\u029c\u026a\u1d0a\u1d0b\u029f\u1d0d\u0274\u1d0f\u1d18"
+    "\u0280\ua731\u1d1b\u1d1c\u1d20\u1d21\u028f\u1d22",
+    "abeijkmhopctyxsdh"
+    "abeikvoptuxagiij"
+    "abcdefghijklmnoprstuvwyz")
 
 
-def id_key(student: str) -> str:
+def id_key(student: str, look_alikes: bool = True) -> str:
     """What two ids must differ in to be two students: not only case (``Alice``, ``alice``: one
     folder on a case-insensitive file system), nor Unicode compatibility forms (``ａlice``,
     ``alice``; a composed or decomposed ``é``), nor anything the CSV writes alike (an escape
-    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``)."""
-    return unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
+    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``), nor letters of a small
+    table that look Latin (:data:`_SKELETON`: ``ѕ1234567`` in Cyrillic, ``ɑlice``, ``ᴀʟɪᴄᴇ``). The
+    table is left out (``look_alikes=False``) for a name already refused as no id, which must not
+    withhold the grade of the id it imitates."""
+    key = unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
+    return key.translate(_SKELETON) if look_alikes else key
 
 
 class _TooBig(ValueError):

@@ -736,3 +736,26 @@ def test_moodle_folders_of_non_latin_names_are_graded_and_refusals_are_readable(
     why = reasons(students[mixed])
     assert students[mixed].chapters == {} and "mixes Cyrillic and Latin letters" in why
     assert "b'" not in why and "'\u0418\u0432\u0430\u043d Petrov_12349" in why and "\\u0418" in why, why
+
+
+# -- red team round 1: M1, invisible and look-alike ids ------------------------------------------
+
+@pytest.mark.parametrize("name", ["alice\u034f", "alice\ufe0f", "alice\U000e0100", "alice\u2800", "\u2800", "\u3164",
+                                  "al\u115fice", "alice\uffa0"])
+def test_an_id_with_an_invisible_or_blank_character_is_refused(name):
+    assert "invisible or blank" in (submissions.id_problem(name) or ""), name
+
+
+@pytest.mark.parametrize(("forged", "real"), [("\u04551234567", "s1234567"), ("\u0251lice", "alice"),
+                                               ("\u1d00\u029f\u026a\u1d04\u1d07", "alice"),
+                                               ("\u0430\u0441\u0435", "ace")])
+def test_a_one_alphabet_look_alike_collides_with_the_id_it_forges(tmp_path, forged, real):
+    assert submissions.id_problem(forged) is None  # one alphabet: only the collision catches it
+    subs = tmp_path / "subs"
+    for name in (forged, real, "bob"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = autograde.intake(subs, tmp_path, KNOWN)
+    assert [s.student for s in students if s.chapters] == ["bob"]
+    rows = [why for s in students if s.student != "bob" for _, why in s.unmatched]
+    assert len(rows) == 2 and all("give one student id" in why for why in rows), rows
