@@ -11,8 +11,8 @@ the cap). Any other failure (a corrupt or truncated stream, a compression or "ve
 this Python cannot read, an error of the file system) is an :class:`ArchiveError` too, with the
 original error named: :func:`unpack` raises nothing else. Names that are not UTF-8 (old
 archivers write Latin-1 or cp437) keep their bytes on disk, as a folder of such names would;
-the grader shows them escaped (:func:`teaching.safe_text.file_name`). Nothing is written
-outside ``dest``.
+the grader shows them escaped (:func:`teaching.safe_text.file_name`). Each file unpacked keeps
+its entry's date as its modification time. Nothing is written outside ``dest``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import stat
+import time
 import zipfile
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from . import safe_text
 
 MAX_FILES = 2000  # entries of one archive
 MAX_CLASS_FILES = 100_000  # entries of one class's archive
-MAX_BYTES = 512 * 2**20  # bytes of one archive once unpacked
+MAX_BYTES = 256 * 2**20  # bytes of one archive once unpacked (12 chapters at the 16 MB cap fit)
 MAX_NAME = 255  # bytes of one file or folder name (most file systems' limit)
 MAX_PATH = 1024  # bytes of an entry's whole path
 MAX_DEPTH = 32  # folders an entry may lie in
@@ -165,6 +166,15 @@ def _write(zf: zipfile.ZipFile, plan: list, dest: Path, max_bytes: int) -> None:
             except Exception as err:  # noqa: BLE001 (zlib.error, EOFError, NotImplementedError, ...)
                 raise ArchiveError(f"refused archive: the entry {safe_text.cell('/'.join(parts))!r} cannot be "
                                    f"read ({type(err).__name__}: {safe_text.cell(str(err))[:300]})") from None
+        _set_date(target, info)
+
+
+def _set_date(target: Path, info: zipfile.ZipInfo) -> None:
+    """The unpacked file's modification time is its entry's date in the archive (local time, as
+    zip stores it), so that "the latest copy" means the latest saved, not the last unpacked."""
+    with contextlib.suppress(ValueError, OverflowError, OSError):
+        when = time.mktime((*info.date_time, 0, 0, -1))
+        os.utime(target, (when, when), follow_symlinks=False)
 
 
 def _rough_parts(info: zipfile.ZipInfo) -> list[str]:
@@ -175,47 +185,89 @@ def _ignored(name: str) -> bool:
     return name != ".." and name.startswith((".", "__MACOSX"))
 
 
+def _abnormal_top(info: zipfile.ZipInfo, parts: list[str]) -> bool:
+    """Whether the entry's first part is no plain name inside the archive's folder: an absolute
+    path, a drive (``c:``), ``..``, or nothing at all."""
+    name = _entry_name(info)
+    return not parts or parts[0] == ".." or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") \
+        or (len(parts[0]) > 1 and parts[0][1] == ":")
+
+
+def _wrapper(entries: list[tuple[zipfile.ZipInfo, list[str]]]) -> str | None:
+    """The archive's one top folder of student folders, or None when its top folders are the
+    students' own. A top folder wraps the class when it is the only one (loose files beside it,
+    a README, are allowed) and it holds no notebook of its own: ``class/alice/04.ipynb`` and an
+    entry ``class/`` for the folder itself, while ``alice/04_masking.ipynb`` is one student."""
+    folders = {parts[0] for info, parts in entries if len(parts) > 1 or info.is_dir()}
+    if len(folders) != 1:
+        return None
+    (top,) = folders
+    own = any(len(parts) == 2 and parts[0] == top and not info.is_dir() and parts[1].lower().endswith(".ipynb")
+              for info, parts in entries)
+    return None if own else top
+
+
+def _remove_inside(dest: Path, target: Path) -> None:
+    """Remove ``target``, a student's folder or file, only when it lies strictly inside ``dest``
+    once every link and ``..`` of its folder is resolved: the clean-up never leaves ``dest``."""
+    home, real = dest.resolve(), target.parent.resolve() / target.name
+    if target.name in ("", ".", "..") or home not in real.parents:
+        return
+    if real.is_dir() and not real.is_symlink():
+        shutil.rmtree(real)
+    elif real.exists() or real.is_symlink():
+        real.unlink()
+
+
 def unpack_class(archive: Path, dest: Path, max_files: int = MAX_CLASS_FILES,
                  max_bytes: int = MAX_BYTES) -> tuple[Path, dict[str, str]]:
     """Unpack a whole class's archive into the new folder ``dest``: the folder of student
-    folders (the archive's one top folder, if it has one, else ``dest``) and ``{folder name:
-    why}`` for each student folder (or loose file) refused. Each student's entries are judged
-    and unpacked on their own, with :func:`unpack`'s rules and caps, so one student's bad entry
-    refuses that student only. Raises :class:`ArchiveError` only for what is no student's: an
-    unreadable archive, too many entries, an entry outside every student's folder."""
+    folders (the archive's one top folder, if it wraps the class (:func:`_wrapper`), else
+    ``dest``) and ``{folder name: why}`` for each student folder (or loose file) refused. Each
+    student's entries are judged and unpacked on their own, with :func:`unpack`'s rules and
+    caps, so one student's bad entry refuses that student only. Raises :class:`ArchiveError`
+    only for what is no student's: an unreadable archive, too many entries, an entry whose top
+    part is no plain name (absolute, a drive, ``..``) or that leads out of every student's
+    folder. Nothing is written or removed outside ``dest``."""
     dest.mkdir(parents=True)
     try:
         with _open(archive, max_files) as zf:
-            entries = [(info, _rough_parts(info)) for info in zf.infolist()]
-            firsts = {parts[0] for _, parts in entries if parts and not _ignored(parts[0])}
-            wrapper = len(firsts) == 1 and all(len(parts) > 1 for _, parts in entries if parts and parts[0] in firsts)
-            groups: dict[str, list] = {}
-            for info, parts in entries:
-                if parts and _ignored(parts[0]) and not _entry_name(info).startswith(("/", "\\")):
-                    continue  # __MACOSX/, .DS_Store: an archiver's, never unpacked
-                if wrapper:
-                    parts = parts[1:]
-                if not parts or parts[0] == ".." or _entry_name(info).startswith(("/", "\\")) or \
-                        (len(parts[0]) > 1 and parts[0][1] == ":"):
+            entries = []
+            for info in zf.infolist():
+                parts = _rough_parts(info)
+                if _abnormal_top(info, parts):
                     _plan([info])  # an entry of no student's: refuses the archive with the reason
-                    continue
-                groups.setdefault(parts[0], []).append(info)
-            root = dest / next(iter(firsts)) if wrapper else dest
-            root.mkdir(exist_ok=True)
+                    continue  # an empty name ("/" or "."): nothing to unpack
+                if not _ignored(parts[0]):  # __MACOSX/, .DS_Store: an archiver's, never unpacked
+                    entries.append((info, parts))
+            top = _wrapper(entries)
+            groups: dict[str, list] = {}
             refused = {}
+            for info, parts in entries:
+                if top is not None:
+                    if parts[0] != top:  # a loose file beside the class's folder: no student's
+                        if parts[-1].lower().endswith((".ipynb", ".zip")):
+                            refused[parts[0]] = (f"refused: {safe_text.cell(parts[0])!r} is a loose file beside the "
+                                                 f"class's folder {safe_text.cell(top)!r}, no student's; not graded")
+                        continue
+                    parts = parts[1:]
+                    if not parts:
+                        continue  # the entry of the top folder itself
+                    if _abnormal_top(info, parts):
+                        _plan([info])  # class/../x: refuses the archive with the reason
+                        continue
+                groups.setdefault(parts[0], []).append(info)
+            root = dest / top if top is not None else dest
+            root.mkdir(exist_ok=True)
             for student, infos in groups.items():
                 try:
-                    _write(zf, _plan(infos, skip=int(wrapper)), root, max_bytes)
+                    _write(zf, _plan(infos, skip=int(top is not None)), root, max_bytes)
                 except Exception as err:  # noqa: BLE001 (this student's entries only)
                     why = str(err) if isinstance(err, ArchiveError) else \
                         f"refused archive: it cannot be unpacked ({type(err).__name__}: {safe_text.cell(str(err))[:300]})"
                     refused[student] = why
                     with contextlib.suppress(Exception):
-                        target = root / student
-                        if target.is_dir() and not target.is_symlink():
-                            shutil.rmtree(target)
-                        elif target.exists() or target.is_symlink():
-                            target.unlink()
+                        _remove_inside(dest, root / student)
     except Exception as err:
         shutil.rmtree(dest, ignore_errors=True)
         if isinstance(err, ArchiveError):

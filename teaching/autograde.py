@@ -181,8 +181,18 @@ def _archived_students(submissions: Path, staging: Path, known: list[str]) -> li
     out = []
     folders = {p.name for p in submissions.iterdir() if p.is_dir()}
     zips = sorted(p for p in submissions.iterdir() if p.suffix.lower() == ".zip" and (p.is_symlink() or not p.is_dir()))
+    stems: dict[str, list[str]] = {}  # alice.zip and alice.ZIP: two archives of one id
+    for archive in zips:
+        stems.setdefault(archive.name[: -len(archive.suffix)], []).append(archive.name)
     for i, archive in enumerate(zips):
         student = archive.name[: -len(archive.suffix)]
+        same = sorted(stems[student], key=shown_name)
+        if len(same) > 1 and student not in folders and id_problem(student) is None:
+            named = ", ".join(shown_name(n) for n in same)
+            out.append(refused(student, f"refused: {len(same)} archives give one student id: {named}; none of them "
+                                        f"is graded (keep one)"))
+            out[-1].unmatched[-1] = (shown_name(archive.name), out[-1].unmatched[-1][1])
+            continue
         try:
             out.append(_archived_student(archive, student, folders, staging / f"{i}", known))
         except Exception as err:  # noqa: BLE001 (one student's archive must not end the run)
@@ -216,8 +226,8 @@ def _merged(students: list[StudentFiles]) -> list[StudentFiles]:
     :func:`~teaching.submissions.id_key`) are a collision: neither is graded, and each one's FILE
     row names them all."""
     groups: dict[str, list[StudentFiles]] = {}
-    for s in students:
-        groups.setdefault(id_key(s.student), []).append(s)
+    for s in students:  # a look-alike refused as no id (аlice, mixed) cannot withhold a real id's grade
+        groups.setdefault(id_key(s.student, look_alikes=id_problem(s.source) is None), []).append(s)
     out = []
     for key in sorted(groups):
         group = groups[key]

@@ -34,6 +34,15 @@ def copy_number(stem: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def is_checkpoint(filename: str) -> bool:
+    """Whether ``filename`` is a copy Jupyter saved by itself (``04_masking-checkpoint.ipynb``),
+    which is graded only when the student handed in nothing else for its chapter."""
+    stem = Path(filename).stem
+    while COPY_SUFFIX.search(stem):
+        stem = COPY_SUFFIX.sub("", stem)
+    return stem.lower().rstrip().endswith("checkpoint")
+
+
 def match_chapter(filename: str, chapters: list[str]) -> list[str]:
     """The chapters a submitted file name can mean (one, or none, or several when ambiguous)."""
     stem = normalise(Path(filename).stem)
@@ -67,12 +76,24 @@ MAX_NOTEBOOK = 16 * 2**20  # bytes of one submitted notebook, checked before it 
 MAX_CELLS = 2000  # cells of one submitted notebook (the course's have fewer than 200)
 MAX_JSON_VALUES = 500_000  # JSON values of one notebook (objects, arrays, strings, numbers, ...)
 MAX_ID = 100  # characters of a student id (an e-mail address fits)
+MAX_COPIES = 20  # files of one student for one chapter: past it, none is read
 
 
 def shown_name(name: str) -> str:
     """A file or folder name shown so that two different names never look the same: its bytes
     as Python writes them (``b'jos\\xe9'`` for the Latin-1 byte, ``b'jos\\\\xe9'`` for a backslash)."""
     return repr(os.fsencode(name))
+
+
+def readable_name(name: str) -> str:
+    """A refused id as a reader can read it: its characters in quotes, controls and bytes that
+    are not UTF-8 escaped, and when it is not ASCII its escapes too (``'аlice' (\\u0430lice)``),
+    so that a look-alike letter shows."""
+    text = safe_text.escape_controls(safe_text.file_name(name))
+    return f"'{text}'" if text.isascii() else f"'{text}' ({text.encode('ascii', 'backslashreplace').decode()})"
+
+
+LMS_SUFFIX = re.compile(r"_\d+_assignsubmission_[a-z]+_?$")  # Moodle's: Name Surname_12345_assignsubmission_file_
 
 
 def id_problem(name: str) -> str | None:
@@ -82,10 +103,11 @@ def id_problem(name: str) -> str | None:
     control or format character (newline, NUL, a right-to-left override), no space or dot at its
     ends (Windows drops them, so ``alice.`` would be ``alice``), no dot first (a hidden name), at
     most :data:`MAX_ID` characters, and letters of one alphabet among those that look alike
-    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused). Bytes that are
+    (Latin, Cyrillic, Greek, ...: ``аlice`` with a Cyrillic ``а`` is refused), Moodle's suffix
+    (``_12345_assignsubmission_file_``, :data:`LMS_SUFFIX`) left out of that count. Bytes that are
     not UTF-8 (an old archiver's Latin-1) are allowed: the id shows them escaped
     (``jos\\xe9``), and :func:`id_key` finds the names that would look the same."""
-    shown = shown_name(name)
+    shown = readable_name(name)
     if name in ("", ".", ".."):
         return f"refused: {shown} is not a student id (empty, '.' or '..')"
     if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name):
@@ -94,6 +116,8 @@ def id_problem(name: str) -> str | None:
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") for ch in name.encode(
             "utf-8", "surrogateescape").decode("utf-8", "replace")):
         return f"refused: the student id {shown} holds a control or format character"
+    if any(ord(ch) in _INVISIBLE for ch in name):
+        return f"refused: the student id {shown} holds an invisible or blank character (a look-alike of another id?)"
     if name != name.strip() or name.endswith(".") or unicodedata.category(name[0])[0] == "Z" or \
             unicodedata.category(name[-1])[0] == "Z":
         return f"refused: the student id {shown} begins or ends with a space or ends with a dot"
@@ -101,7 +125,8 @@ def id_problem(name: str) -> str | None:
         return f"refused: the student id {shown} begins with a dot (a hidden name)"
     if len(text) > MAX_ID:
         return f"refused: the student id {shown[:80]}... is longer than {MAX_ID} characters"
-    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()} & _LOOK_ALIKE_SCRIPTS
+    scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in LMS_SUFFIX.sub("", text) if ch.isalpha()} \
+        & _LOOK_ALIKE_SCRIPTS
     if len(scripts) > 1:
         return (f"refused: the student id {shown} mixes {' and '.join(sorted(s.title() for s in scripts))} letters "
                 f"(a look-alike of another id?)")
@@ -109,14 +134,32 @@ def id_problem(name: str) -> str | None:
 
 
 _LOOK_ALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
+# characters that show nothing, or a blank, in most fonts: the combining grapheme joiner, the
+# Hangul fillers, the Khmer inherent vowels, the braille blank, the variation selectors
+_INVISIBLE = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, *range(0x180B, 0x1810),
+              *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+# a small table of letters that look like Latin ones (Cyrillic, Greek, IPA, small capitals):
+# not Unicode's whole confusables list, the ones an id is likely to be forged with
+_SKELETON = str.maketrans(
+    "\u0430\u0432\u0435\u0456\u0458\u043a\u043c\u043d\u043e\u0440\u0441\u0442\u0443\u0445\u0455\u0501\u04bb"
+    "\u03b1\u03b2\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7\u0251\u0261\u0131\u0269\u0237"
+    "\u1d00\u0299\u1d04\u1d05\u1d07\ua730\u0262\u029c\u026a\u1d0a\u1d0b\u029f\u1d0d\u0274\u1d0f\u1d18"
+    "\u0280\ua731\u1d1b\u1d1c\u1d20\u1d21\u028f\u1d22",
+    "abeijkmhopctyxsdh"
+    "abeikvoptuxagiij"
+    "abcdefghijklmnoprstuvwyz")
 
 
-def id_key(student: str) -> str:
+def id_key(student: str, look_alikes: bool = True) -> str:
     """What two ids must differ in to be two students: not only case (``Alice``, ``alice``: one
     folder on a case-insensitive file system), nor Unicode compatibility forms (``ａlice``,
     ``alice``; a composed or decomposed ``é``), nor anything the CSV writes alike (an escape
-    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``)."""
-    return unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
+    ``jos\\xe9`` against the bytes it escapes, ``=x`` against ``'=x``), nor letters of a small
+    table that look Latin (:data:`_SKELETON`: ``ѕ1234567`` in Cyrillic, ``ɑlice``, ``ᴀʟɪᴄᴇ``). The
+    table is left out (``look_alikes=False``) for a name already refused as no id, which must not
+    withhold the grade of the id it imitates."""
+    key = unicodedata.normalize("NFKC", safe_text.cell(student)).casefold()
+    return key.translate(_SKELETON) if look_alikes else key
 
 
 class _TooBig(ValueError):
@@ -146,7 +189,8 @@ def notebook_problem(data: bytes) -> str | None:
 
     The size is checked first. Then the JSON values are counted: the strings, arrays, ``true``,
     ``false`` and ``null`` by their bytes (at most), the objects and numbers while decoding,
-    which stops past :data:`MAX_JSON_VALUES`. Then the cells are counted. Only then may nbformat
+    which stops past :data:`MAX_JSON_VALUES`. Then the cells are counted (a version-3
+    notebook's in all its ``worksheets`` too). Only then may nbformat
     parse and validate it, which takes seconds and a lot of memory for a million values. JSON
     that does not decode is no problem here: reading the notebook says why later."""
     if len(data) > MAX_NOTEBOOK:
@@ -160,9 +204,15 @@ def notebook_problem(data: bytes) -> str | None:
         return str(err)
     except Exception:  # noqa: BLE001 (not JSON, or nested too deep: unreadable, said later)
         return None
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    if isinstance(cells, list) and len(cells) > MAX_CELLS:
-        return f"{len(cells):,} cells, more than the {MAX_CELLS:,} allowed"
+    if not isinstance(nb, dict):
+        return None
+    cells = len(nb["cells"]) if isinstance(nb.get("cells"), list) else 0
+    worksheets = nb.get("worksheets")  # nbformat 3 keeps its cells in worksheets
+    for sheet in worksheets if isinstance(worksheets, list) else []:
+        if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list):
+            cells += len(sheet["cells"])
+    if cells > MAX_CELLS:
+        return f"{cells:,} cells, more than the {MAX_CELLS:,} allowed"
     return None
 
 
@@ -282,18 +332,31 @@ def _collect_folder(files: StudentFiles, folder: Path, chapters: list[str], name
         if not matches:
             files.unmatched.append((path.name, f"matches no chapter ({', '.join(chapters)})"))
             continue
-        try:  # the size and cells capped before anything parses it (read_regular)
-            read_regular(path)
-        except ValueError as err:
-            files.unmatched.append((path.name, f"refused: {err}; not graded"))
-            continue
         candidates.setdefault(matches[0], []).append(path)
+    for ch in list(candidates):
+        if len(candidates[ch]) > MAX_COPIES:  # counted before any is read: reading costs time
+            paths = candidates.pop(ch)
+            files.unmatched.append((ch, f"refused: {len(paths):,} files for this chapter, more than the "
+                                        f"{MAX_COPIES} allowed; none of them is read or graded (hand in one)"))
+            continue
+        readable = []
+        for path in candidates[ch]:
+            try:  # the size and cells capped before anything parses it (read_regular)
+                read_regular(path)
+            except ValueError as err:
+                files.unmatched.append((path.name, f"refused: {err}; not graded"))
+                continue
+            readable.append(path)
+        if readable:
+            candidates[ch] = readable
+        else:
+            del candidates[ch]
     for ch, paths in candidates.items():
-        paths.sort(key=lambda p: (copy_number(p.stem), p.stat().st_mtime, p.name))
+        paths.sort(key=lambda p: (not is_checkpoint(p.name), copy_number(p.stem), p.stat().st_mtime, p.name))
         files.chapters[ch] = paths[-1]
         if len(paths) > 1:
-            files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files: " + \
-                ", ".join(p.name for p in paths[:-1]) + " not graded"
+            files.notes[ch] = f"graded {paths[-1].name}, the latest of {len(paths)} files (Jupyter's checkpoints " \
+                              f"last): " + ", ".join(p.name for p in paths[:-1]) + " not graded"
         st = paths[-1].lstat()
         shared = sorted({q.parent.name for q in names.get((st.st_dev, st.st_ino), [])} - {folder.name})
         if shared:

@@ -492,3 +492,270 @@ def test_the_guide_states_the_caps_the_code_keeps():
                   f"{archives.MAX_PATH} bytes in all, {archives.MAX_DEPTH} folders deep)",
                   f"more than {archives.MAX_FILES} entries or more than {archives.MAX_BYTES // 2**20} MB"):
         assert claim in text, claim
+
+
+# -- red team round 1: H1, a class archive made the normal way ---------------------------------
+
+def graded_answer(tmp: Path, path: Path) -> str:
+    return answer_sources(path, read_chapter(tmp / "instructor" / f"{CHAPTER}.ipynb"))["double"]
+
+
+def class_entries(tmp: Path, top: str) -> list[tuple[str, bytes]]:
+    return [(f"{top}alice/{CHAPTER}.ipynb", notebook(tmp, RIGHT)), (f"{top}bob/{CHAPTER}.ipynb", notebook(tmp, WRONG)),
+            (f"{top}carol/{CHAPTER}.ipynb", notebook(tmp, RIGHT))]
+
+
+@pytest.mark.parametrize("shape", ["folder-entry", "readme-beside", "folder-entries-everywhere", "no-top-folder",
+                                   "make_archive"])
+def test_a_class_archive_made_the_normal_way_grades_every_student(tmp_path, shape):
+    from teaching import archives  # noqa: PLC0415
+    z = tmp_path / "class.zip"
+    if shape == "folder-entry":  # zip -r class.zip class writes "class/" first
+        make_zip(z, [("class/", b""), *class_entries(tmp_path, "class/")])
+    elif shape == "readme-beside":
+        make_zip(z, [*class_entries(tmp_path, "class/"), ("README.txt", b"the class of 2026")])
+    elif shape == "folder-entries-everywhere":  # macOS Finder: every folder has its entry
+        make_zip(z, [("class/", b""), ("class/alice/", b""), ("class/bob/", b""), ("class/carol/", b""),
+                     *class_entries(tmp_path, "class/"), ("__MACOSX/class/._alice", b"")])
+    elif shape == "no-top-folder":
+        make_zip(z, [*class_entries(tmp_path, ""), ("README.txt", b"x")])
+    else:
+        import shutil  # noqa: PLC0415
+        for name, data in class_entries(tmp_path, "tree/class/"):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_bytes(data)
+        z = Path(shutil.make_archive(str(tmp_path / "class"), "zip", tmp_path / "tree", "class"))
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    assert bad == {}
+    students = intake(root, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"], {k: reasons(v) for k, v in students.items()}
+    for name, body in (("alice", RIGHT), ("bob", WRONG), ("carol", RIGHT)):
+        assert list(students[name].chapters) == [CHAPTER] and not students[name].unmatched, name
+        assert graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body, name
+
+
+def test_a_class_archive_of_one_student_folder_is_that_student(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [("alice/", b""), (f"alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    students = intake(root, tmp_path)
+    assert bad == {} and list(students) == ["alice"] and list(students["alice"].chapters) == [CHAPTER]
+
+
+def test_a_loose_notebook_beside_the_class_folder_is_a_row_not_a_student_lost(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    z = make_zip(tmp_path / "class.zip", [*class_entries(tmp_path, "class/"), (f"{CHAPTER}.ipynb", b"{}")])
+    root, bad = archives.unpack_class(z, tmp_path / "unpacked")
+    assert list(bad) == [f"{CHAPTER}.ipynb"] and "loose file" in bad[f"{CHAPTER}.ipynb"]
+    students = intake(root, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"]
+
+
+def run_cli(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    (tmp / "private").mkdir(exist_ok=True)
+    if not (tmp / "private" / f"{CHAPTER}.ipynb").exists():
+        private_exercise(tmp / "private" / f"{CHAPTER}.ipynb")
+    out = tmp / "g.csv"
+    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), *args, "--out", str(out),
+                          "--notebooks", str(tmp / "private"), "--no-sandbox"],
+                         capture_output=True, text=True, cwd=tmp, timeout=900, encoding="utf-8", errors="replace")
+    if not out.exists():
+        return run, []
+    with open(out, encoding="utf-8", newline="") as f:
+        return run, list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_the_class_archive_with_its_folder_entry_keeps_the_exact_grades(tmp_path):
+    z = make_zip(tmp_path / "class.zip", [("class/", b""), *class_entries(tmp_path, "class/"), ("README.txt", b"x")])
+    run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert {r["student"] for r in rows} == {"alice", "bob", "carol"}
+    assert total(rows, "alice") == (5, 5) and total(rows, "bob") == (0, 5) and total(rows, "carol") == (5, 5)
+    assert not any(r["cell"] == "FILE" for r in rows)
+
+
+# -- red team round 1: H2, alice.zip and alice.ZIP ----------------------------------------------
+
+def test_two_archives_of_one_id_are_both_refused_and_both_named(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    make_zip(subs / "alice.zip", [(f"alice/{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    make_zip(subs / "alice.ZIP", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "bob.Zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, RIGHT))])
+    (subs / "carol").mkdir()
+    (subs / "carol" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, WRONG))
+    students = intake(subs, tmp_path)
+    assert sorted(students) == ["alice", "bob", "carol"]
+    assert students["alice"].chapters == {}
+    rows = students["alice"].unmatched
+    assert sorted(name for name, _ in rows) == [repr(b"alice.ZIP"), repr(b"alice.zip")], rows
+    assert all(repr(b"alice.ZIP") in why and repr(b"alice.zip") in why and "refused" in why for _, why in rows)
+    for name, body in (("bob", RIGHT), ("carol", WRONG)):  # the classmates keep their own
+        assert not students[name].unmatched and graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body
+
+
+def test_two_archives_of_one_id_beside_its_folder_grade_the_folder(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    make_zip(subs / "alice.zip", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    make_zip(subs / "alice.ZIP", [(f"{CHAPTER}.ipynb", notebook(tmp_path, WRONG))])
+    students = intake(subs, tmp_path)
+    assert list(students) == ["alice"]
+    assert graded_answer(tmp_path, students["alice"].chapters[CHAPTER]) == RIGHT
+    assert reasons(students["alice"]).count("only the folder is graded") == 2
+
+
+# -- red team round 1: H3, nothing outside the unpack folder -------------------------------------
+
+@pytest.mark.parametrize("entries", [
+    [("../precious/x.ipynb", b"{}"), ("../class/x.ipynb", b"{}")],
+    [("class/../precious/x.ipynb", b"{}"), ("class/alice/x.ipynb", b"{}")],
+    [("class/", b""), ("class/../class/x", b""), ("class/alice/x.ipynb", b"{}")],
+    [("./../precious/x", b"")], [("/precious/x", b"")], [("c:/precious/x", b"")], [("..\\precious\\x", b"")],
+])
+def test_a_class_archive_leading_out_writes_and_removes_nothing_outside(tmp_path, entries):
+    from teaching import archives  # noqa: PLC0415
+    keep = tmp_path / "keep"
+    (keep / "precious").mkdir(parents=True)
+    (keep / "precious" / "grades-2025.csv").write_text("x", encoding="utf-8")
+    z = make_zip(tmp_path / "class.zip", entries)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(ArchiveError, match="refused archive"):
+        archives.unpack_class(z, keep / "class")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_clean_up_of_a_refused_student_removes_nothing_outside_dest(tmp_path):
+    from teaching import archives  # noqa: PLC0415
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "alice").mkdir()
+    for target in (tmp_path / "dest" / ".." / "precious", tmp_path / "dest" / "..", tmp_path / "dest"):
+        archives._remove_inside(tmp_path / "dest", target)
+    assert (tmp_path / "precious").is_dir() and (tmp_path / "dest").is_dir()
+    archives._remove_inside(tmp_path / "dest", tmp_path / "dest" / "alice")
+    assert not (tmp_path / "dest" / "alice").exists()
+
+
+@pytest.mark.slow
+def test_the_class_archive_leading_out_stops_the_run_cleanly(tmp_path):
+    keep = tmp_path / "keep"
+    (keep / "precious").mkdir(parents=True)
+    (keep / "precious" / "grades-2025.csv").write_text("x", encoding="utf-8")
+    z = make_zip(tmp_path / "class.zip", [("../precious/x.ipynb", b"{}"), ("../class/x.ipynb", b"{}")])
+    run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER, "--keep", str(keep))
+    assert run.returncode not in (0, 3) and "leads out" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert (keep / "precious" / "grades-2025.csv").read_text(encoding="utf-8") == "x" and rows == []
+
+
+# -- red team round 1: M3, a version-3 notebook's cells ------------------------------------------
+
+def v3_notebook(cells_per_sheet: list[int]) -> bytes:
+    sheets = ",".join('{"cells":[' + ",".join(['{"cell_type":"raw","source":""}'] * n) + '],"metadata":{}}'
+                      for n in cells_per_sheet)
+    return ('{"metadata":{},"nbformat":3,"nbformat_minor":0,"worksheets":[' + sheets + "]}").encode()
+
+
+def test_a_version_3_notebook_counts_the_cells_of_its_worksheets(tmp_path, monkeypatch):
+    assert submissions.notebook_problem(v3_notebook([95_000])) == "95,000 cells, more than the 2,000 allowed"
+    assert submissions.notebook_problem(v3_notebook([1500, 1500])) == "3,000 cells, more than the 2,000 allowed"
+    assert submissions.notebook_problem(v3_notebook([1000, 1000])) is None
+    subs = tmp_path / "subs"
+    (subs / "mallory").mkdir(parents=True)
+    (subs / "mallory" / f"{CHAPTER}.ipynb").write_bytes(v3_notebook([95_000]))
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    monkeypatch.setattr(nbformat, "reads", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed")))
+    students = intake(subs, tmp_path)
+    assert students["mallory"].chapters == {} and "95,000 cells" in reasons(students["mallory"])
+    assert list(students["alice"].chapters) == [CHAPTER] and not students["alice"].unmatched
+
+
+# -- red team round 1: M2, the latest copy in an archive -----------------------------------------
+
+def test_the_latest_copy_in_an_archive_is_the_latest_saved_and_not_a_checkpoint(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "carol.zip", "w") as zf:  # the newer first: unpacked first, older on disk
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 12, 4, 10, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}-checkpoint.ipynb", (2026, 11, 1, 9, 0, 0)), notebook(tmp_path, WRONG))
+    with zipfile.ZipFile(subs / "dave.zip", "w") as zf:  # a checkpoint newer than the notebook
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 11, 1, 9, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}-checkpoint.ipynb", (2026, 12, 4, 9, 0, 0)), notebook(tmp_path, WRONG))
+    with zipfile.ZipFile(subs / "erin.zip", "w") as zf:  # two hand-made copies: the later saved wins
+        zf.writestr(zipfile.ZipInfo(f"{CHAPTER}.ipynb", (2026, 12, 4, 11, 0, 0)), notebook(tmp_path, RIGHT))
+        zf.writestr(zipfile.ZipInfo(f"final_{CHAPTER}.ipynb", (2026, 12, 1, 9, 0, 0)), notebook(tmp_path, WRONG))
+    (subs / "bob").mkdir()
+    (subs / "bob" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, WRONG))
+    students = intake(subs, tmp_path)
+    for name, body in (("carol", RIGHT), ("dave", RIGHT), ("erin", RIGHT), ("bob", WRONG)):
+        assert graded_answer(tmp_path, students[name].chapters[CHAPTER]) == body, (name, students[name].notes)
+    assert f"graded {CHAPTER}.ipynb, the latest of 2 files" in students["carol"].notes[CHAPTER]
+    assert time.localtime(students["erin"].chapters[CHAPTER].stat().st_mtime)[:4] == (2026, 12, 4, 11)
+
+
+# -- red team round 1: M4, many copies of one chapter ---------------------------------------------
+
+def test_more_copies_of_one_chapter_than_the_cap_are_one_row_and_never_read(tmp_path, monkeypatch):
+    from teaching import archives  # noqa: PLC0415
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    n = submissions.MAX_COPIES + 1
+    make_zip(subs / "mallory.zip", [(f"{CHAPTER} ({k}).ipynb", notebook(tmp_path, WRONG)) for k in range(n)])
+    make_zip(subs / "trent.zip", [(f"{CHAPTER} ({k}).ipynb", notebook(tmp_path, RIGHT))
+                                  for k in range(submissions.MAX_COPIES)])
+    (subs / "alice").mkdir()
+    (subs / "alice" / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    read = []
+    real_read = submissions.read_regular
+    monkeypatch.setattr(submissions, "read_regular", lambda path: read.append(path.parent.parent.name) or real_read(path))
+    students = intake(subs, tmp_path)
+    assert students["mallory"].chapters == {} and len(students["mallory"].unmatched) == 1
+    assert f"{n} files for this chapter, more than the {submissions.MAX_COPIES} allowed" in reasons(students["mallory"])
+    assert graded_answer(tmp_path, students["trent"].chapters[CHAPTER]) == RIGHT  # 20 copies are fine
+    assert graded_answer(tmp_path, students["alice"].chapters[CHAPTER]) == RIGHT
+    assert "0" not in read  # mallory's archive was unpacked into archives/0: none of its files read
+    assert archives.MAX_BYTES >= 12 * submissions.MAX_NOTEBOOK  # a student's every chapter at its cap fits
+
+
+# -- red team round 1: M5, non-Latin names in Moodle's folder layout -----------------------------
+
+def test_moodle_folders_of_non_latin_names_are_graded_and_refusals_are_readable(tmp_path):
+    subs = tmp_path / "subs"
+    honest = ["\u0418\u0432\u0430\u043d \u041f\u0435\u0442\u0440\u043e\u0432_12345_assignsubmission_file_",
+              "\u0391\u03b8\u03b7\u03bd\u03ac_12346_assignsubmission_file_", "Alice Smith_12347_assignsubmission_file_",
+              "\u5f20\u4f1f_12348_assignsubmission_file"]
+    mixed = "\u0418\u0432\u0430\u043d Petrov_12349_assignsubmission_file_"  # two alphabets in the name itself
+    for name in (*honest, mixed):
+        (subs / name).mkdir(parents=True)
+        (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = intake(subs, tmp_path)
+    assert sorted(s for s in students if students[s].chapters) == sorted(honest)
+    why = reasons(students[mixed])
+    assert students[mixed].chapters == {} and "mixes Cyrillic and Latin letters" in why
+    assert "b'" not in why and "'\u0418\u0432\u0430\u043d Petrov_12349" in why and "\\u0418" in why, why
+
+
+# -- red team round 1: M1, invisible and look-alike ids ------------------------------------------
+
+@pytest.mark.parametrize("name", ["alice\u034f", "alice\ufe0f", "alice\U000e0100", "alice\u2800", "\u2800", "\u3164",
+                                  "al\u115fice", "alice\uffa0"])
+def test_an_id_with_an_invisible_or_blank_character_is_refused(name):
+    assert "invisible or blank" in (submissions.id_problem(name) or ""), name
+
+
+@pytest.mark.parametrize(("forged", "real"), [("\u04551234567", "s1234567"), ("\u0251lice", "alice"),
+                                               ("\u1d00\u029f\u026a\u1d04\u1d07", "alice"),
+                                               ("\u0430\u0441\u0435", "ace")])
+def test_a_one_alphabet_look_alike_collides_with_the_id_it_forges(tmp_path, forged, real):
+    assert submissions.id_problem(forged) is None  # one alphabet: only the collision catches it
+    subs = tmp_path / "subs"
+    for name in (forged, real, "bob"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / f"{CHAPTER}.ipynb").write_bytes(notebook(tmp_path, RIGHT))
+    students = autograde.intake(subs, tmp_path, KNOWN)
+    assert [s.student for s in students if s.chapters] == ["bob"]
+    rows = [why for s in students if s.student != "bob" for _, why in s.unmatched]
+    assert len(rows) == 2 and all("give one student id" in why for why in rows), rows
