@@ -74,6 +74,21 @@ class AnswerError(Exception):
     """The student's code raised, returned something unreadable, ran too long or crashed."""
 
 
+class NotConfined(AnswerError):
+    """A sandbox with several companion copies whose exercises Landlock cannot confine."""
+
+
+LANDLOCK_ENV = "TEACHING_SANDBOX_LANDLOCK"  # "0": never Landlock; one sandbox per companion copy
+
+
+def landlock_wanted() -> bool:
+    """Whether the exercises of one sandbox can share it, each confined to its own companion copy
+    by Landlock (:func:`sandbox_runner.confine`); else each sandbox mounts one copy only."""
+    from .sandbox_runner import landlock_abi  # noqa: PLC0415 (standard library only)
+
+    return os.environ.get(LANDLOCK_ENV, "1") != "0" and landlock_abi() > 0
+
+
 @dataclass(frozen=True)
 class Limits:
     seconds: float = 30.0  # wall clock for each cell of the student's (replayed ones too) and each call of the check
@@ -450,7 +465,7 @@ class Sandbox:
     the grader sends that exercise's process."""
 
     def __init__(self, course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
-                 workdir: Path | None = None, preload: tuple[str, ...] = ()):
+                 workdir: Path | None = None, preload: tuple[str, ...] = (), landlock: bool = True):
         self.limits = limits
         self.dead: str | None = None
         self.killed_for: str | None = None  # set by the watch
@@ -489,12 +504,17 @@ class Sandbox:
         setup = {"user": self.user, "processes": limits.processes * 16,  # tasks of its user (threads count)
                  "isolated": isolate, "clean": ["/tmp", "/dev/shm"] if isolate else [],
                  "log": "/tmp/student.log" if isolate else str(workdir / "student.log"),
-                 "preload": [*PRELOAD, *preload]}
+                 "preload": [*PRELOAD, *preload],
+                 "landlock": isolate and landlock, "confine": isolate and len(self.course_dirs) > 1}
         self._send_raw(cloudpickle.dumps(setup), limits.startup_seconds, "the sandbox did not start")
         ready = self.receive(limits.startup_seconds, f"the sandbox did not start within {limits.startup_seconds:g} s",
                              template=True)
         if ready.get("ready") is not True:
             self._die("a malformed reply")
+        self.landlock = ready.get("landlock") if type(ready.get("landlock")) is int else 0
+        if setup["confine"] and self.landlock <= 0:  # every copy mounted, none of them fenced off
+            self.close()
+            raise NotConfined("Landlock is not available in the sandbox")
 
     # -- exercises -------------------------------------------------------------------------
     def start(self, job: dict, course: int) -> dict:

@@ -249,7 +249,94 @@ def refuse_everywhere(torch, dotted: str) -> None:
                     setattr(original, key, refuse)
 
 
+# -- Landlock: an exercise's process reads its own companion copy, no other ------------------------
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every architecture
+_FILE_RIGHTS = {1: 0b111, 3: 0b100_0000_0000_0111, 5: 0b1100_0000_0000_0111}  # EXECUTE, WRITE, READ (TRUNCATE, IOCTL_DEV)
+_READ = 0b1101  # EXECUTE, READ_FILE, READ_DIR
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers to this process, 0 where none (no LSM, an
+    old kernel, a filter that refuses the call)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+        return max(int(abi), 0)
+    except (OSError, AttributeError):
+        return 0
+
+
+def _all_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # ABI 1: EXECUTE ... MAKE_SYM
+    if abi >= 2:
+        rights |= 1 << 13  # REFER
+    if abi >= 3:
+        rights |= 1 << 14  # TRUNCATE
+    if abi >= 5:
+        rights |= 1 << 15  # IOCTL_DEV
+    return rights
+
+
+def confine(own: str, abi: int, root: str = "/", hidden: str = "/course", writable=("/tmp", "/dev/shm")) -> None:
+    """Restrict this process and all it starts, for good, with Landlock: it reads every top-level
+    folder of ``root`` except ``hidden``, and of ``hidden`` only ``own`` (this exercise's copy);
+    it writes only beneath ``writable`` (and to the devices of ``/dev``). Raises OSError when
+    the kernel refuses any step: the caller then runs nothing of the student's."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled = _all_rights(abi)
+    file_rights = _FILE_RIGHTS[5 if abi >= 5 else 3 if abi >= 3 else 1]
+
+    def fail(what):
+        err = ctypes.get_errno()
+        raise OSError(err, f"Landlock: {what}: {os.strerror(err)}")
+
+    attr = struct.pack("=Q", handled)  # struct landlock_ruleset_attr, handled_access_fs only
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        fail("landlock_create_ruleset")
+
+    def allow(path: str, rights: int) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # gone or not reachable: nothing to allow
+        try:
+            if not os.path.isdir(path):
+                rights &= file_rights
+            rule = struct.pack("=Qi", rights & handled, fd)  # struct landlock_path_beneath_attr (packed)
+            if libc.syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.c_char_p(rule),
+                            ctypes.c_uint32(0)) < 0:
+                fail(f"landlock_add_rule {path}")
+        finally:
+            os.close(fd)
+
+    try:
+        hidden_name = hidden.strip("/")
+        for entry in sorted(os.listdir(root)):
+            if entry != hidden_name:
+                allow(os.path.join(root, entry), _READ)
+        allow(own, _READ)
+        allow(os.path.join(root, "dev"), _READ | file_rights)  # /dev/null, /dev/tty, ... (read-only mount)
+        for folder in writable:
+            allow(folder, handled)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            fail("PR_SET_NO_NEW_PRIVS")
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            fail("landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
 TAG_RELAYED, TAG_TEMPLATE = b"\x00", b"\x01"
+NOT_CONFINED = 70  # the exit code of an exercise's process that Landlock could not confine
 MAX_RELAYED = 64 * 2**20 + 1  # the most the grader reads in one reply (sandbox.MAX_REPLY)
 
 
@@ -345,7 +432,9 @@ def template() -> None:
     def say(obj) -> None:
         write_frame(proto_out, TAG_TEMPLATE + wire.encode(obj))
 
-    say({"ok": True, "ready": True})
+    abi = landlock_abi() if setup.get("landlock") else 0  # probed here, under the sandbox's filter
+    say({"ok": True, "ready": True, "landlock": abi})
+    setup = {**setup, "landlock": abi}
     me = os.getpid()
     while True:
         try:
@@ -427,6 +516,8 @@ def _relay(proto_in, proto_out, to_child: int, from_child: int, pid: int) -> str
             if done:
                 if os.WIFSIGNALED(status):
                     return f"the student's process ended (killed by signal {os.WTERMSIG(status)})"
+                if os.WEXITSTATUS(status) == NOT_CONFINED:
+                    return "the sandbox could not confine this exercise to its own companion copy (Landlock)"
                 return f"the student's process ended (exit code {os.WEXITSTATUS(status)})"
             ready, _, _ = select.select([proto_in, from_child], [], [], 0.05)
             if proto_in in ready:
@@ -467,6 +558,12 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
 
         resource.setrlimit(resource.RLIMIT_NPROC, (setup["processes"], setup["processes"]))
     _redirect_output(setup.get("log", "/tmp/student.log"))
+    if setup.get("landlock"):  # before anything of the student's: no other exercise's copy is readable
+        try:
+            confine(job["course_dir"], setup["landlock"])
+        except OSError:
+            if setup.get("confine"):  # the other copies are mounted: run nothing rather than expose them
+                os._exit(NOT_CONFINED)
     sys.path.insert(0, job["course_dir"])  # the companion as the grader prepared it for this exercise
 
     import torch  # noqa: PLC0415 (already imported by the template)
