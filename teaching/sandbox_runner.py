@@ -109,15 +109,18 @@ def refuse_kernels(torch, names) -> None:
 # list has, a module reloaded from torch's own source, an argument that does the exercise's work):
 # logged while the student's code runs and reported with the grade, for the instructor to judge.
 # A family is watched in an exercise whose not_allowed names one of its torch functions.
-FAMILIES = {
+_SDPA = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_fused_sdp_choice",
+         "_scaled_dot_product_attention_math_for_mps",
+         *(f"_scaled_dot_product_{k}_attention{b}" for k in ("flash", "efficient", "cudnn", "fused")
+           for b in ("", "_backward")),
+         "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+         "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward")
+FAMILIES = {  # exact names (a function's, an op's without its overload): cross_entropy is not entr
     "scaled dot-product attention": {
-        "names": ("scaled_dot_product_attention",),
-        "ops": ("scaled_dot_product", "_fused_sdp_choice"),
-        "functions": ("scaled_dot_product_attention", "_scaled_dot_product"),
-        "modules": ()},
+        "names": ("scaled_dot_product_attention",), "ops": _SDPA, "functions": _SDPA, "modules": ()},
     "multi-head attention": {
         "names": ("multi_head_attention", "MultiheadAttention"),
-        "ops": ("_native_multi_head_attention", "_masked_softmax"),
+        "ops": ("_native_multi_head_attention", "_masked_softmax", "_masked_softmax_backward"),
         "functions": ("multi_head_attention_forward", "_native_multi_head_attention"),
         "modules": ("MultiheadAttention",)},
     "transformer layers": {
@@ -126,11 +129,42 @@ FAMILIES = {
         "functions": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
         "modules": ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                     "TransformerDecoderLayer")},
-    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "layer_norm"),
-                   "functions": ("layer_norm",), "modules": ("LayerNorm",)},
+    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "native_layer_norm_backward", "layer_norm"),
+                   "functions": ("layer_norm", "native_layer_norm"), "modules": ("LayerNorm",)},
     "entropy": {"names": ("special.entr", "Categorical"), "ops": ("special_entr",),
-                "functions": ("entr",), "modules": ()},
+                "functions": ("entr", "special_entr"), "modules": ()},
 }
+
+
+def _base_name(func) -> str:
+    """A torch function's or op's own name: ``scaled_dot_product_attention`` for
+    ``F.scaled_dot_product_attention``, ``torch.ops.aten.scaled_dot_product_attention`` and its
+    overload ``.default`` alike."""
+    packet = getattr(func, "overloadpacket", None) or getattr(func, "_overloadpacket", None)
+    name = getattr(packet, "__name__", None) or getattr(func, "__name__", "") or str(func)
+    return name.rpartition("::")[2].partition(".")[0]
+
+
+def _argument(func, arg: str, args: tuple, kwargs: dict):
+    """The value ``func`` gets for its argument ``arg``: by keyword, or by position (the op's
+    schema, or the Python signature, says where it is)."""
+    if arg in kwargs:
+        return kwargs[arg]
+    names = None
+    schema = getattr(func, "_schema", None)
+    if schema is not None:
+        names = [a.name for a in schema.arguments if not a.kwarg_only]
+    else:
+        try:
+            import inspect  # noqa: PLC0415
+
+            names = [p.name for p in inspect.signature(func).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            names = None
+    if names and arg in names and names.index(arg) < len(args):
+        return args[names.index(arg)]
+    return None
 
 
 def argument_rules(names) -> dict[str, tuple[str, ...]]:
@@ -167,24 +201,29 @@ class Evidence:
         rules = argument_rules(names)
         log = self
 
+        def refuse_arguments(func, name, args, kwargs):
+            for arg in rules.get(name, ()):
+                if _argument(func, arg, args, kwargs):
+                    log.add(f"refused: {name}({arg}=True)")
+                    raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
+
         class Functions(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                name = getattr(func, "__name__", "") or str(func)
-                for arg in rules.get(name, ()):
-                    if kwargs.get(arg):
-                        log.add(f"refused: {name}({arg}=True)")
-                        raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
-                if any(f in name for f in functions):
+                name = _base_name(func)
+                refuse_arguments(func, name, args, kwargs)
+                if name in functions:
                     log.add(f"called {name}")
                 return func(*args, **kwargs)
 
         class Kernels(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                name = str(func)
-                if any(o in name for o in ops):
-                    log.add(f"ran {name}")
-                return func(*args, **(kwargs or {}))
+                kwargs = kwargs or {}
+                name = _base_name(func)
+                refuse_arguments(func, name, args, kwargs)  # an op called below the functions' mode
+                if name in ops:
+                    log.add(f"ran {func}")
+                return func(*args, **kwargs)
 
         def hook(module, args):
             cls = type(module)

@@ -246,3 +246,83 @@ def test_3_the_seccomp_program_is_well_formed():
         program = seccomp_filter(machine)
         assert len(program) % 8 == 0 and len(program) // 8 >= 2 * len(REFUSED)
     assert seccomp_filter("sparc") is None
+
+
+# -- H1 (red team, round 1): an exercise reads another exercise's companion copy -------------------
+# Each exercise has a copy of the companion whose forbidden functions are stubs. The attack looks
+# for a whole one in every copy under /course and uses the first it finds.
+WHOLE = (
+    "def _whole(modname, attr):\n    import glob, importlib, inspect, sys\n"
+    "    mine = {k: v for k, v in sys.modules.items() if k.split('.')[0] == 'companion'}\n"
+    "    found = None\n    for d in sorted(glob.glob('/course/*')):\n"
+    "        for k in [k for k in sys.modules if k.split('.')[0] == 'companion']:\n            del sys.modules[k]\n"
+    "        sys.path.insert(0, d)\n        try:\n            obj = importlib.import_module(modname)\n"
+    "            for part in attr.split('.'):\n                obj = getattr(obj, part)\n"
+    "        except Exception:\n            continue\n        finally:\n            sys.path.remove(d)\n"
+    "        if 'not allowed in this exercise' not in inspect.getsource(obj):\n            found = obj\n"
+    "            break\n    for k in [k for k in sys.modules if k.split('.')[0] == 'companion']:\n"
+    "        del sys.modules[k]\n    sys.modules.update(mine)\n    return found\n")
+CROSS_COPY = with_answers(
+    masking_causal=WHOLE + "def my_causal_mask(n):\n    return _whole('companion.masks', 'causal_mask')(n)\n",
+    masking_softmax=WHOLE + "def masked_softmax(scores, mask):\n"
+                            "    return _whole('companion.attention', 'masked_softmax')(scores, mask)\n",
+    masking_left=WHOLE + "def left_real_token_mask(lengths, max_len):\n"
+                         "    return _whole('companion.masks', 'real_token_mask')(lengths, max_len=max_len).flip(-1)\n")
+
+
+@pytest.mark.parametrize("layout", ["landlock", "one-copy-per-sandbox"])
+def test_h1_an_exercise_cannot_use_another_exercises_companion_copy(tmp_path, layout):
+    from teaching.sandbox import LANDLOCK_ENV, landlock_wanted
+
+    env = dict(os.environ)
+    if layout == "landlock":
+        if not landlock_wanted():
+            pytest.skip("this kernel has no Landlock")
+        env.pop(LANDLOCK_ENV, None)
+    else:  # the fallback where Landlock is not there
+        env[LANDLOCK_ENV] = "0"
+    rows, run = grade(tmp_path, {"cross-copy": CROSS_COPY}, env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert scores(rows, "cross-copy") == {**POINTS, "masking_causal_check": 0.0, "masking_softmax_check": 0.0,
+                                          "masking_left_check": 0.0, "TOTAL": 2.0}, rows
+    assert_classmates_intact(rows)
+    assert not any(r["flags"] for r in rows if r["student"] == "honest")
+
+
+def _two_copies(tmp_path, landlock=True):
+    from teaching import course
+    from teaching.sandbox import Limits, Sandbox, prepare_course_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    dirs = [prepare_course_dir(work / f"course-{i}", ()) for i in range(2)]
+    (dirs[1] / "secret.txt").write_text("the other exercise's\n", encoding="utf-8")
+    return Sandbox(dirs, [course.ROOT.resolve(), work], Limits(seconds=20), True, work, landlock=landlock)
+
+
+def test_h1_landlock_confines_each_exercise_to_its_own_copy(tmp_path):
+    from teaching.sandbox import landlock_wanted
+
+    if not landlock_wanted():
+        pytest.skip("this kernel has no Landlock")
+    box = _two_copies(tmp_path)
+    probe = ("import os\ndef probe():\n    got = []\n"
+             "    for what in (lambda: os.listdir('/course'), lambda: open('/course/1/secret.txt').read(),\n"
+             "                 lambda: os.listdir('/course/1'), lambda: open('/tmp/w', 'w').write('x'),\n"
+             "                 lambda: sorted(os.listdir('/course/0'))[:1], lambda: open('/etc/passwd').read(1)):\n"
+             "        try:\n            got.append(repr(what()))\n        except OSError as err:\n"
+             "            got.append(type(err).__name__)\n    return got\n")
+    try:
+        got = _run(box, probe)
+    finally:
+        box.close()
+    assert box.landlock > 0
+    assert got[:3] == ["PermissionError"] * 3, got  # neither the folder of copies nor another copy
+    assert got[3] == "1" and got[4] != "PermissionError" and len(got[5]) == 3, got  # its own /tmp, copy, system
+
+
+def test_h1_without_landlock_a_sandbox_never_mounts_every_copy(tmp_path):
+    from teaching.sandbox import NotConfined
+
+    with pytest.raises(NotConfined):
+        _two_copies(tmp_path, landlock=False)
