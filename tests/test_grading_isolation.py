@@ -326,3 +326,67 @@ def test_h1_without_landlock_a_sandbox_never_mounts_every_copy(tmp_path):
 
     with pytest.raises(NotConfined):
         _two_copies(tmp_path, landlock=False)
+
+
+# -- M2 (red team, round 1): System V message queues and semaphores outlive an exercise ------------
+SYSV_IPC = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "class _Msg(ctypes.Structure):\n    _fields_ = [('mtype', ctypes.c_long), ('text', ctypes.c_char * 16)]\n")
+IPC_WRITER = (SYSV_IPC + "queue = libc.msgget(4242, 0o1666)  # IPC_CREAT\nif queue >= 0:\n"
+              "    libc.msgsnd(queue, ctypes.byref(_Msg(1, b'the answer')), 16, 0)\n"
+              "libc.semget(4243, 1, 0o1666)\n"
+              "def my_causal_mask(n):\n    i = torch.arange(n)\n    return i[None, :] <= i[:, None]\n")
+IPC_READER = if_it_worked(  # a queue or a semaphore an earlier exercise left, or one made now
+    SYSV_IPC + "worked = libc.msgget(4242, 0) >= 0 or libc.semget(4243, 1, 0) >= 0\n"
+    "worked = worked or libc.msgget(0, 0o1600) >= 0 or libc.semget(0, 1, 0o1600) >= 0\n")
+
+
+def test_m2_no_message_queue_or_semaphore_outlives_an_exercise(tmp_path):
+    rows, run = grade(tmp_path, {"sysv-ipc": with_answers(masking_causal=IPC_WRITER, masking_predict=IPC_READER)},
+                      timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    _predict_failed(rows, "sysv-ipc")
+    assert_classmates_intact(rows)
+
+
+def test_m2_the_filter_refuses_system_v_ipc():
+    from teaching.sandbox import REFUSED
+
+    assert {"msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "shmget"} <= set(REFUSED)
+
+
+# -- M1 (red team, round 1): the refusal and the log, one line each to undo ------------------------
+def test_m1_the_kernel_refusals_are_no_global_of_the_runner(tmp_path):
+    """``for l in sys.modules['__main__']._libraries: l._destroy()`` removed the dispatcher's
+    refusal; the libraries are no module global now, and the refusal holds."""
+    box = _sandbox(tmp_path)
+    probe = ("import sys, torch\ndef probe():\n"
+             "    undone = False\n    for name in ('__main__', 'runner'):\n"
+             "        for lib in getattr(sys.modules.get(name), '_libraries', ()):\n"
+             "            lib._destroy()\n            undone = True\n"
+             "    x, w = torch.randn(1, 3, 8), torch.randn(24, 8)\n    try:\n"
+             "        torch.ops.aten._native_multi_head_attention(x, x, x, 8, 2, w, torch.zeros(24),\n"
+             "                                                    torch.randn(8, 8), torch.zeros(8))\n"
+             "        return undone, 'ran'\n    except RuntimeError as err:\n"
+             "        return undone, 'refused' if 'not allowed' in str(err) else str(err)\n")
+    try:
+        first = box.start({"context_cells": [("parameters", "x = 1"), ("setup", "import torch")],
+                           "answer_id": "probe", "answer_source": probe, "names": ["probe"],
+                           "torch_not_allowed": ["torch._native_multi_head_attention"]}, 0)
+        assert first["ok"], first
+        from teaching.sandbox import Remote
+
+        got = Remote(box, {"name": "probe"}, "probe")()
+    finally:
+        box.close()
+    assert got == (False, "refused"), got
+
+
+def test_m1_a_flag_of_an_earlier_call_stays_when_the_log_is_erased():
+    from teaching.sandbox import Sandbox
+
+    box = Sandbox.__new__(Sandbox)
+    box.flags = []
+    box.note_flags(["called scaled_dot_product_attention (1x)"])
+    box.note_flags(["ran aten._native_multi_head_attention.default (1x)"])  # the log was cleared in between
+    box.note_flags(["called scaled_dot_product_attention (3x)"])
+    assert box.flags == ["called scaled_dot_product_attention (3x)", "ran aten._native_multi_head_attention.default (1x)"]
