@@ -81,13 +81,12 @@ KERNELS = {
     "torch.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.special.entr": (("special_entr", "CPU"),),
 }
-_libraries = []  # the registrations last as long as this process
-
-
-def refuse_kernels(torch, names) -> None:
+def refuse_kernels(torch, names) -> list:
+    """Registers the refusals; returns the ``torch.library.Library`` objects, which the caller
+    keeps for as long as they must hold (no module global: not ``__main__._libraries``)."""
     import warnings  # noqa: PLC0415
 
-    lib, done = None, set()
+    lib, done, libraries = None, set(), []
     for dotted in names:
         for op, key in KERNELS.get(dotted, ()):
             if (op, key) in done:
@@ -95,7 +94,7 @@ def refuse_kernels(torch, names) -> None:
             done.add((op, key))
             if lib is None:
                 lib = torch.library.Library("aten", "IMPL")
-                _libraries.append(lib)
+                libraries.append(lib)
 
             def refuse(*args, _name=dotted, **kwargs):
                 raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
@@ -103,6 +102,7 @@ def refuse_kernels(torch, names) -> None:
             with warnings.catch_warnings():  # "overriding a previously registered kernel": the point
                 warnings.simplefilter("ignore")
                 lib.impl(op, refuse, key)
+    return libraries
 
 
 # What torch can do for an answer that no stub can stop (a fused kernel reached under a name no
@@ -186,8 +186,11 @@ class Evidence:
     forward hook, which sees a class reloaded from torch's source too: it goes by the class's
     name and module). It also refuses the arguments :func:`argument_rules` names.
 
-    It runs in the student's process: code that removes the modes or the hook before it does
-    its work is not seen. It is evidence for the instructor, not a guarantee."""
+    It runs in the student's process, and so does its log: code that removes the modes or the
+    hook before it does its work is not seen, and code that finds this object (the stack, the
+    garbage collector) can erase the log, before or after the torch call, until the reply is
+    sent. The grader keeps every flag of every earlier reply of the exercise. It is evidence
+    for the instructor, not a guarantee."""
 
     def __init__(self, torch, names):
         from torch.overrides import TorchFunctionMode  # noqa: PLC0415
@@ -648,7 +651,9 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
     for dotted in job.get("torch_not_allowed", ()):
         if "(" not in dotted:  # an argument rule is the Evidence's
             refuse_everywhere(torch, dotted)
-    refuse_kernels(torch, job.get("torch_not_allowed", ()))
+    # kept in this function's frame, not in a module's namespace; the student's code can still
+    # reach them (the stack, the garbage collector): see Evidence
+    kept = refuse_kernels(torch, job.get("torch_not_allowed", ()))
     evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -703,6 +708,7 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             reply({"ok": True, "result": encode(result), "flags": evidence.report()})
         except BaseException as err:  # noqa: BLE001
             reply({"ok": False, "error": short_error(err), "flags": evidence.report()})
+    del kept
 
 
 def main() -> None:
