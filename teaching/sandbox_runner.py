@@ -82,8 +82,9 @@ KERNELS = {
     "torch.special.entr": (("special_entr", "CPU"),),
 }
 def refuse_kernels(torch, names) -> list:
-    """Registers the refusals; returns the ``torch.library.Library`` objects, which the caller
-    keeps for as long as they must hold (no module global: not ``__main__._libraries``)."""
+    """Registers the refusals; returns the ``torch.library.Library`` objects. Each refusal the
+    dispatcher holds keeps its library alive: no module global holds them (no
+    ``__main__._libraries``)."""
     import warnings  # noqa: PLC0415
 
     lib, done, libraries = None, set(), []
@@ -96,7 +97,7 @@ def refuse_kernels(torch, names) -> list:
                 lib = torch.library.Library("aten", "IMPL")
                 libraries.append(lib)
 
-            def refuse(*args, _name=dotted, **kwargs):
+            def refuse(*args, _name=dotted, _lib=lib, **kwargs):  # the dispatcher holds it, and it the library
                 raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
 
             with warnings.catch_warnings():  # "overriding a previously registered kernel": the point
