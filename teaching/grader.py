@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from .exercises import Chapter, Exercise, answer_sources
-from .sandbox import AnswerError, Limits, Remote, Sandbox, prepare_course_dir, remote_value
+from .sandbox import AnswerError, Limits, NotConfined, Remote, Sandbox, landlock_wanted, prepare_course_dir, remote_value
 from .stubbing import exercise_rule
 
 CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
@@ -85,6 +85,9 @@ class Grader:
         self.limits = limits or Limits()
         self.preload = setup_imports(chapter.setup_source)
         self.course_dirs = {}
+        # every copy in one sandbox only where Landlock keeps each exercise to its own (or there
+        # is no sandbox: then nothing is out of reach anyway)
+        self.shared = not isolate or landlock_wanted()
         for ex in chapter.exercises:
             key = exercise_rule(chapter, ex)  # teaching/stubbing.py: what this exercise's companion lacks
             if key not in self.course_dirs:
@@ -111,24 +114,29 @@ class Grader:
             exec(compile(chapter.setup_source, "<setup>", "exec"), trusted)  # noqa: S102
         results, ran = [], []
         with tempfile.TemporaryDirectory(dir=self.workdir, prefix="run-") as tmp:
-            box = None
+            box, box_key = None, None
             try:
                 for ex in chapter.exercises:
                     if ex.answer_id not in answers:
                         results.append(Result(ex.check_id, 0.0, ex.points,
                                               f"no answer cell {ex.answer_id!r} in the submission"))
                         continue
-                    if box is None or box.dead:  # the first exercise, or the last one's was killed
+                    # Landlock: one sandbox with every copy, each exercise confined to its own;
+                    # else one sandbox per copy, which mounts that copy only
+                    key = None if self.shared else self.course_index(ex)
+                    if box is None or box.dead or box_key != key:  # the first exercise, a killed one, another copy
                         if box is not None:
                             box.close()
                         box = None
                         try:
-                            box = Sandbox(list(self.course_dirs.values()), self.hidden, self.limits, self.isolate,
-                                          Path(tmp), self.preload)
+                            box = self._sandbox(ex, Path(tmp))
                         except AnswerError as err:
                             results.append(Result(ex.check_id, 0.0, ex.points, f"your code: {err}"[:800]))
                             continue
-                    result, answer_ran = self._grade_one(box, ex, answers, ran, params, trusted)
+                        key = None if self.shared else self.course_index(ex)
+                        box_key = key
+                    index = self.course_index(ex) if key is None else 0
+                    result, answer_ran = self._grade_one(box, ex, answers, ran, params, trusted, index)
                     results.append(result)
                     if answer_ran:
                         ran.append(ex.answer_id)
@@ -136,6 +144,18 @@ class Grader:
                 if box is not None:
                     box.close()
         return results
+
+    def _sandbox(self, ex: Exercise, tmp: Path) -> Sandbox:
+        """A sandbox for ``ex``: every copy (Landlock confines each exercise to its own), or
+        only ``ex``'s copy where Landlock is not there (:func:`teaching.sandbox.landlock_wanted`)."""
+        if self.shared:
+            try:
+                return Sandbox(list(self.course_dirs.values()), self.hidden, self.limits, self.isolate, tmp,
+                               self.preload, landlock=True)
+            except NotConfined:
+                self.shared = False  # from now on: one copy per sandbox
+        return Sandbox([self.course_dir(ex)], self.hidden, self.limits, self.isolate, tmp, self.preload,
+                       landlock=landlock_wanted())
 
     def _context(self, ex: Exercise, answers: dict, ran: list) -> list[tuple[str, str]]:
         """The cells the sandbox runs before ``ex``'s answer: for each exercise up to it, the
@@ -150,7 +170,7 @@ class Grader:
         raise ValueError(f"{ex.answer_id} is not an exercise of {self.chapter.name}")
 
     def _grade_one(self, box: Sandbox, ex: Exercise, answers: dict, ran: list, params: str,
-                   trusted: dict) -> tuple[Result, bool]:
+                   trusted: dict, index: int | None = None) -> tuple[Result, bool]:
         """The result of one exercise, and whether its answer cell ran without an error (then
         the later exercises' processes run it too, before their own answer, each time within the
         answer's own time limit)."""
@@ -164,7 +184,7 @@ class Grader:
         }
         answer_error = ""
         try:
-            first = box.start(job, self.course_index(ex))
+            first = box.start(job, self.course_index(ex) if index is None else index)
             if not first["ok"]:
                 answer_error = f"the answer cell raised {first.get('error', '')}; "
             names = first.get("names")

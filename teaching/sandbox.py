@@ -17,7 +17,8 @@ student's: one user per sandbox running at the same time (:func:`_claim_user`), 
 students share a per-user limit. A seccomp filter (:func:`seccomp_filter`) refuses, in the whole
 sandbox, what would let a student hide memory from the limits or leave something behind: new
 namespaces (``unshare``, ``clone`` with a namespace flag, ``setns``), mounts, System V shared
-memory, ``memfd_create``, the kernel's keyrings (``add_key``, ``keyctl``, ``request_key``),
+memory, message queues and semaphores (which outlive the process that made them),
+``memfd_create``, the kernel's keyrings (``add_key``, ``keyctl``, ``request_key``),
 ``ptrace``, ``bpf``, ``userfaultfd`` and ``io_uring``.
 
 Limits on CPU time, address space and file size per process are set with ``setrlimit``; the
@@ -74,6 +75,21 @@ class AnswerError(Exception):
     """The student's code raised, returned something unreadable, ran too long or crashed."""
 
 
+class NotConfined(AnswerError):
+    """A sandbox with several companion copies whose exercises Landlock cannot confine."""
+
+
+LANDLOCK_ENV = "TEACHING_SANDBOX_LANDLOCK"  # "0": never Landlock; one sandbox per companion copy
+
+
+def landlock_wanted() -> bool:
+    """Whether the exercises of one sandbox can share it, each confined to its own companion copy
+    by Landlock (:func:`sandbox_runner.confine`); else each sandbox mounts one copy only."""
+    from .sandbox_runner import landlock_abi  # noqa: PLC0415 (standard library only)
+
+    return os.environ.get(LANDLOCK_ENV, "1") != "0" and landlock_abi() > 0
+
+
 @dataclass(frozen=True)
 class Limits:
     seconds: float = 30.0  # wall clock for each cell of the student's (replayed ones too) and each call of the check
@@ -116,17 +132,22 @@ _ARCHES = {  # AUDIT_ARCH_*, then the system call numbers
         "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
         "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429, "open_tree": 428,
         "mount_setattr": 442, "add_key": 248, "request_key": 249, "keyctl": 250, "shmget": 29, "memfd_create": 319,
-        "ptrace": 101, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone": 56, "clone3": 435}),
+        "ptrace": 101, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone": 56, "clone3": 435,
+        "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66,
+        "semtimedop": 220}),
     "aarch64": (0xC00000B7, {
         "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
         "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429, "open_tree": 428,
         "mount_setattr": 442, "add_key": 217, "request_key": 218, "keyctl": 219, "shmget": 194, "memfd_create": 279,
-        "ptrace": 117, "bpf": 280, "userfaultfd": 282, "io_uring_setup": 425, "clone": 220, "clone3": 435}),
+        "ptrace": 117, "bpf": 280, "userfaultfd": 282, "io_uring_setup": 425, "clone": 220, "clone3": 435,
+        "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191, "semtimedop": 192,
+        "semop": 193}),
 }
 CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME: clone3 only)
 REFUSED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
            "move_mount", "open_tree", "mount_setattr", "add_key", "request_key", "keyctl", "shmget", "memfd_create",
-           "ptrace", "bpf", "userfaultfd", "io_uring_setup")
+           "ptrace", "bpf", "userfaultfd", "io_uring_setup",
+           "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl")  # System V IPC
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
@@ -450,7 +471,7 @@ class Sandbox:
     the grader sends that exercise's process."""
 
     def __init__(self, course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
-                 workdir: Path | None = None, preload: tuple[str, ...] = ()):
+                 workdir: Path | None = None, preload: tuple[str, ...] = (), landlock: bool = True):
         self.limits = limits
         self.dead: str | None = None
         self.killed_for: str | None = None  # set by the watch
@@ -489,12 +510,17 @@ class Sandbox:
         setup = {"user": self.user, "processes": limits.processes * 16,  # tasks of its user (threads count)
                  "isolated": isolate, "clean": ["/tmp", "/dev/shm"] if isolate else [],
                  "log": "/tmp/student.log" if isolate else str(workdir / "student.log"),
-                 "preload": [*PRELOAD, *preload]}
+                 "preload": [*PRELOAD, *preload],
+                 "landlock": isolate and landlock, "confine": isolate and len(self.course_dirs) > 1}
         self._send_raw(cloudpickle.dumps(setup), limits.startup_seconds, "the sandbox did not start")
         ready = self.receive(limits.startup_seconds, f"the sandbox did not start within {limits.startup_seconds:g} s",
                              template=True)
         if ready.get("ready") is not True:
             self._die("a malformed reply")
+        self.landlock = ready.get("landlock") if type(ready.get("landlock")) is int else 0
+        if setup["confine"] and self.landlock <= 0:  # every copy mounted, none of them fenced off
+            self.close()
+            raise NotConfined("Landlock is not available in the sandbox")
 
     # -- exercises -------------------------------------------------------------------------
     def start(self, job: dict, course: int) -> dict:
@@ -640,10 +666,15 @@ class Sandbox:
         return reply
 
     def note_flags(self, flags) -> None:
-        """Keep the evidence the latest reply carries (the runner's log is cumulative; strings
-        from the student's process: capped)."""
+        """Keep the evidence each reply carries, added to what earlier replies of the exercise
+        carried (a log erased after one call still leaves that call's flags; for each flag, the
+        latest count; strings from the student's process: capped)."""
         if isinstance(flags, list) and flags:
-            self.flags = [f[:200] for f in flags[:20] if isinstance(f, str)]
+            seen = {f.rpartition(" (")[0] or f: f for f in self.flags}
+            for f in flags[:20]:
+                if isinstance(f, str):
+                    seen[f[:200].rpartition(" (")[0] or f[:200]] = f[:200]
+            self.flags = list(seen.values())[:20]
 
     def _die(self, why: str):
         self.dead = why

@@ -81,13 +81,13 @@ KERNELS = {
     "torch.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.special.entr": (("special_entr", "CPU"),),
 }
-_libraries = []  # the registrations last as long as this process
-
-
-def refuse_kernels(torch, names) -> None:
+def refuse_kernels(torch, names) -> list:
+    """Registers the refusals; returns the ``torch.library.Library`` objects. Each refusal the
+    dispatcher holds keeps its library alive: no module global holds them (no
+    ``__main__._libraries``)."""
     import warnings  # noqa: PLC0415
 
-    lib, done = None, set()
+    lib, done, libraries = None, set(), []
     for dotted in names:
         for op, key in KERNELS.get(dotted, ()):
             if (op, key) in done:
@@ -95,29 +95,33 @@ def refuse_kernels(torch, names) -> None:
             done.add((op, key))
             if lib is None:
                 lib = torch.library.Library("aten", "IMPL")
-                _libraries.append(lib)
+                libraries.append(lib)
 
-            def refuse(*args, _name=dotted, **kwargs):
+            def refuse(*args, _name=dotted, _lib=lib, **kwargs):  # the dispatcher holds it, and it the library
                 raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
 
             with warnings.catch_warnings():  # "overriding a previously registered kernel": the point
                 warnings.simplefilter("ignore")
                 lib.impl(op, refuse, key)
+    return libraries
 
 
 # What torch can do for an answer that no stub can stop (a fused kernel reached under a name no
 # list has, a module reloaded from torch's own source, an argument that does the exercise's work):
 # logged while the student's code runs and reported with the grade, for the instructor to judge.
 # A family is watched in an exercise whose not_allowed names one of its torch functions.
-FAMILIES = {
+_SDPA = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_fused_sdp_choice",
+         "_scaled_dot_product_attention_math_for_mps",
+         *(f"_scaled_dot_product_{k}_attention{b}" for k in ("flash", "efficient", "cudnn", "fused")
+           for b in ("", "_backward")),
+         "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+         "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward")
+FAMILIES = {  # exact names (a function's, an op's without its overload): cross_entropy is not entr
     "scaled dot-product attention": {
-        "names": ("scaled_dot_product_attention",),
-        "ops": ("scaled_dot_product", "_fused_sdp_choice"),
-        "functions": ("scaled_dot_product_attention", "_scaled_dot_product"),
-        "modules": ()},
+        "names": ("scaled_dot_product_attention",), "ops": _SDPA, "functions": _SDPA, "modules": ()},
     "multi-head attention": {
         "names": ("multi_head_attention", "MultiheadAttention"),
-        "ops": ("_native_multi_head_attention", "_masked_softmax"),
+        "ops": ("_native_multi_head_attention", "_masked_softmax", "_masked_softmax_backward"),
         "functions": ("multi_head_attention_forward", "_native_multi_head_attention"),
         "modules": ("MultiheadAttention",)},
     "transformer layers": {
@@ -126,11 +130,42 @@ FAMILIES = {
         "functions": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
         "modules": ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                     "TransformerDecoderLayer")},
-    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "layer_norm"),
-                   "functions": ("layer_norm",), "modules": ("LayerNorm",)},
+    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "native_layer_norm_backward", "layer_norm"),
+                   "functions": ("layer_norm", "native_layer_norm"), "modules": ("LayerNorm",)},
     "entropy": {"names": ("special.entr", "Categorical"), "ops": ("special_entr",),
-                "functions": ("entr",), "modules": ()},
+                "functions": ("entr", "special_entr"), "modules": ()},
 }
+
+
+def _base_name(func) -> str:
+    """A torch function's or op's own name: ``scaled_dot_product_attention`` for
+    ``F.scaled_dot_product_attention``, ``torch.ops.aten.scaled_dot_product_attention`` and its
+    overload ``.default`` alike."""
+    packet = getattr(func, "overloadpacket", None) or getattr(func, "_overloadpacket", None)
+    name = getattr(packet, "__name__", None) or getattr(func, "__name__", "") or str(func)
+    return name.rpartition("::")[2].partition(".")[0]
+
+
+def _argument(func, arg: str, args: tuple, kwargs: dict):
+    """The value ``func`` gets for its argument ``arg``: by keyword, or by position (the op's
+    schema, or the Python signature, says where it is)."""
+    if arg in kwargs:
+        return kwargs[arg]
+    names = None
+    schema = getattr(func, "_schema", None)
+    if schema is not None:
+        names = [a.name for a in schema.arguments if not a.kwarg_only]
+    else:
+        try:
+            import inspect  # noqa: PLC0415
+
+            names = [p.name for p in inspect.signature(func).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            names = None
+    if names and arg in names and names.index(arg) < len(args):
+        return args[names.index(arg)]
+    return None
 
 
 def argument_rules(names) -> dict[str, tuple[str, ...]]:
@@ -152,8 +187,11 @@ class Evidence:
     forward hook, which sees a class reloaded from torch's source too: it goes by the class's
     name and module). It also refuses the arguments :func:`argument_rules` names.
 
-    It runs in the student's process: code that removes the modes or the hook before it does
-    its work is not seen. It is evidence for the instructor, not a guarantee."""
+    It runs in the student's process, and so does its log: code that removes the modes or the
+    hook before it does its work is not seen, and code that finds this object (the stack, the
+    garbage collector) can erase the log, before or after the torch call, until the reply is
+    sent. The grader keeps every flag of every earlier reply of the exercise. It is evidence
+    for the instructor, not a guarantee."""
 
     def __init__(self, torch, names):
         from torch.overrides import TorchFunctionMode  # noqa: PLC0415
@@ -167,24 +205,29 @@ class Evidence:
         rules = argument_rules(names)
         log = self
 
+        def refuse_arguments(func, name, args, kwargs):
+            for arg in rules.get(name, ()):
+                if _argument(func, arg, args, kwargs):
+                    log.add(f"refused: {name}({arg}=True)")
+                    raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
+
         class Functions(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                name = getattr(func, "__name__", "") or str(func)
-                for arg in rules.get(name, ()):
-                    if kwargs.get(arg):
-                        log.add(f"refused: {name}({arg}=True)")
-                        raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
-                if any(f in name for f in functions):
+                name = _base_name(func)
+                refuse_arguments(func, name, args, kwargs)
+                if name in functions:
                     log.add(f"called {name}")
                 return func(*args, **kwargs)
 
         class Kernels(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                name = str(func)
-                if any(o in name for o in ops):
-                    log.add(f"ran {name}")
-                return func(*args, **(kwargs or {}))
+                kwargs = kwargs or {}
+                name = _base_name(func)
+                refuse_arguments(func, name, args, kwargs)  # an op called below the functions' mode
+                if name in ops:
+                    log.add(f"ran {func}")
+                return func(*args, **kwargs)
 
         def hook(module, args):
             cls = type(module)
@@ -249,7 +292,94 @@ def refuse_everywhere(torch, dotted: str) -> None:
                     setattr(original, key, refuse)
 
 
+# -- Landlock: an exercise's process reads its own companion copy, no other ------------------------
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every architecture
+_FILE_RIGHTS = {1: 0b111, 3: 0b100_0000_0000_0111, 5: 0b1100_0000_0000_0111}  # EXECUTE, WRITE, READ (TRUNCATE, IOCTL_DEV)
+_READ = 0b1101  # EXECUTE, READ_FILE, READ_DIR
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers to this process, 0 where none (no LSM, an
+    old kernel, a filter that refuses the call)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+        return max(int(abi), 0)
+    except (OSError, AttributeError):
+        return 0
+
+
+def _all_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # ABI 1: EXECUTE ... MAKE_SYM
+    if abi >= 2:
+        rights |= 1 << 13  # REFER
+    if abi >= 3:
+        rights |= 1 << 14  # TRUNCATE
+    if abi >= 5:
+        rights |= 1 << 15  # IOCTL_DEV
+    return rights
+
+
+def confine(own: str, abi: int, root: str = "/", hidden: str = "/course", writable=("/tmp", "/dev/shm")) -> None:
+    """Restrict this process and all it starts, for good, with Landlock: it reads every top-level
+    folder of ``root`` except ``hidden``, and of ``hidden`` only ``own`` (this exercise's copy);
+    it writes only beneath ``writable`` (and to the devices of ``/dev``). Raises OSError when
+    the kernel refuses any step: the caller then runs nothing of the student's."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled = _all_rights(abi)
+    file_rights = _FILE_RIGHTS[5 if abi >= 5 else 3 if abi >= 3 else 1]
+
+    def fail(what):
+        err = ctypes.get_errno()
+        raise OSError(err, f"Landlock: {what}: {os.strerror(err)}")
+
+    attr = struct.pack("=Q", handled)  # struct landlock_ruleset_attr, handled_access_fs only
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        fail("landlock_create_ruleset")
+
+    def allow(path: str, rights: int) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # gone or not reachable: nothing to allow
+        try:
+            if not os.path.isdir(path):
+                rights &= file_rights
+            rule = struct.pack("=Qi", rights & handled, fd)  # struct landlock_path_beneath_attr (packed)
+            if libc.syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.c_char_p(rule),
+                            ctypes.c_uint32(0)) < 0:
+                fail(f"landlock_add_rule {path}")
+        finally:
+            os.close(fd)
+
+    try:
+        hidden_name = hidden.strip("/")
+        for entry in sorted(os.listdir(root)):
+            if entry != hidden_name:
+                allow(os.path.join(root, entry), _READ)
+        allow(own, _READ)
+        allow(os.path.join(root, "dev"), _READ | file_rights)  # /dev/null, /dev/tty, ... (read-only mount)
+        for folder in writable:
+            allow(folder, handled)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            fail("PR_SET_NO_NEW_PRIVS")
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            fail("landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
 TAG_RELAYED, TAG_TEMPLATE = b"\x00", b"\x01"
+NOT_CONFINED = 70  # the exit code of an exercise's process that Landlock could not confine
 MAX_RELAYED = 64 * 2**20 + 1  # the most the grader reads in one reply (sandbox.MAX_REPLY)
 
 
@@ -345,7 +475,9 @@ def template() -> None:
     def say(obj) -> None:
         write_frame(proto_out, TAG_TEMPLATE + wire.encode(obj))
 
-    say({"ok": True, "ready": True})
+    abi = landlock_abi() if setup.get("landlock") else 0  # probed here, under the sandbox's filter
+    say({"ok": True, "ready": True, "landlock": abi})
+    setup = {**setup, "landlock": abi}
     me = os.getpid()
     while True:
         try:
@@ -427,6 +559,8 @@ def _relay(proto_in, proto_out, to_child: int, from_child: int, pid: int) -> str
             if done:
                 if os.WIFSIGNALED(status):
                     return f"the student's process ended (killed by signal {os.WTERMSIG(status)})"
+                if os.WEXITSTATUS(status) == NOT_CONFINED:
+                    return "the sandbox could not confine this exercise to its own companion copy (Landlock)"
                 return f"the student's process ended (exit code {os.WEXITSTATUS(status)})"
             ready, _, _ = select.select([proto_in, from_child], [], [], 0.05)
             if proto_in in ready:
@@ -467,6 +601,12 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
 
         resource.setrlimit(resource.RLIMIT_NPROC, (setup["processes"], setup["processes"]))
     _redirect_output(setup.get("log", "/tmp/student.log"))
+    if setup.get("landlock"):  # before anything of the student's: no other exercise's copy is readable
+        try:
+            confine(job["course_dir"], setup["landlock"])
+        except OSError:
+            if setup.get("confine"):  # the other copies are mounted: run nothing rather than expose them
+                os._exit(NOT_CONFINED)
     sys.path.insert(0, job["course_dir"])  # the companion as the grader prepared it for this exercise
 
     import torch  # noqa: PLC0415 (already imported by the template)
@@ -512,7 +652,9 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
     for dotted in job.get("torch_not_allowed", ()):
         if "(" not in dotted:  # an argument rule is the Evidence's
             refuse_everywhere(torch, dotted)
-    refuse_kernels(torch, job.get("torch_not_allowed", ()))
+    # kept in this function's frame, not in a module's namespace; the student's code can still
+    # reach them (the stack, the garbage collector): see Evidence
+    kept = refuse_kernels(torch, job.get("torch_not_allowed", ()))
     evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -567,6 +709,7 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             reply({"ok": True, "result": encode(result), "flags": evidence.report()})
         except BaseException as err:  # noqa: BLE001
             reply({"ok": False, "error": short_error(err), "flags": evidence.report()})
+    del kept
 
 
 def main() -> None:

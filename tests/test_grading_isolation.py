@@ -246,3 +246,147 @@ def test_3_the_seccomp_program_is_well_formed():
         program = seccomp_filter(machine)
         assert len(program) % 8 == 0 and len(program) // 8 >= 2 * len(REFUSED)
     assert seccomp_filter("sparc") is None
+
+
+# -- H1 (red team, round 1): an exercise reads another exercise's companion copy -------------------
+# Each exercise has a copy of the companion whose forbidden functions are stubs. The attack looks
+# for a whole one in every copy under /course and uses the first it finds.
+WHOLE = (
+    "def _whole(modname, attr):\n    import glob, importlib, inspect, sys\n"
+    "    mine = {k: v for k, v in sys.modules.items() if k.split('.')[0] == 'companion'}\n"
+    "    found = None\n    for d in sorted(glob.glob('/course/*')):\n"
+    "        for k in [k for k in sys.modules if k.split('.')[0] == 'companion']:\n            del sys.modules[k]\n"
+    "        sys.path.insert(0, d)\n        try:\n            obj = importlib.import_module(modname)\n"
+    "            for part in attr.split('.'):\n                obj = getattr(obj, part)\n"
+    "        except Exception:\n            continue\n        finally:\n            sys.path.remove(d)\n"
+    "        if 'not allowed in this exercise' not in inspect.getsource(obj):\n            found = obj\n"
+    "            break\n    for k in [k for k in sys.modules if k.split('.')[0] == 'companion']:\n"
+    "        del sys.modules[k]\n    sys.modules.update(mine)\n    return found\n")
+CROSS_COPY = with_answers(
+    masking_causal=WHOLE + "def my_causal_mask(n):\n    return _whole('companion.masks', 'causal_mask')(n)\n",
+    masking_softmax=WHOLE + "def masked_softmax(scores, mask):\n"
+                            "    return _whole('companion.attention', 'masked_softmax')(scores, mask)\n",
+    masking_left=WHOLE + "def left_real_token_mask(lengths, max_len):\n"
+                         "    return _whole('companion.masks', 'real_token_mask')(lengths, max_len=max_len).flip(-1)\n")
+
+
+@pytest.mark.parametrize("layout", ["landlock", "one-copy-per-sandbox"])
+def test_h1_an_exercise_cannot_use_another_exercises_companion_copy(tmp_path, layout):
+    from teaching.sandbox import LANDLOCK_ENV, landlock_wanted
+
+    env = dict(os.environ)
+    if layout == "landlock":
+        if not landlock_wanted():
+            pytest.skip("this kernel has no Landlock")
+        env.pop(LANDLOCK_ENV, None)
+    else:  # the fallback where Landlock is not there
+        env[LANDLOCK_ENV] = "0"
+    rows, run = grade(tmp_path, {"cross-copy": CROSS_COPY}, env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert scores(rows, "cross-copy") == {**POINTS, "masking_causal_check": 0.0, "masking_softmax_check": 0.0,
+                                          "masking_left_check": 0.0, "TOTAL": 2.0}, rows
+    assert_classmates_intact(rows)
+    assert not any(r["flags"] for r in rows if r["student"] == "honest")
+
+
+def _two_copies(tmp_path, landlock=True):
+    from teaching import course
+    from teaching.sandbox import Limits, Sandbox, prepare_course_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    dirs = [prepare_course_dir(work / f"course-{i}", ()) for i in range(2)]
+    (dirs[1] / "secret.txt").write_text("the other exercise's\n", encoding="utf-8")
+    return Sandbox(dirs, [course.ROOT.resolve(), work], Limits(seconds=20), True, work, landlock=landlock)
+
+
+def test_h1_landlock_confines_each_exercise_to_its_own_copy(tmp_path):
+    from teaching.sandbox import landlock_wanted
+
+    if not landlock_wanted():
+        pytest.skip("this kernel has no Landlock")
+    box = _two_copies(tmp_path)
+    probe = ("import os\ndef probe():\n    got = []\n"
+             "    for what in (lambda: os.listdir('/course'), lambda: open('/course/1/secret.txt').read(),\n"
+             "                 lambda: os.listdir('/course/1'), lambda: open('/tmp/w', 'w').write('x'),\n"
+             "                 lambda: sorted(os.listdir('/course/0'))[:1], lambda: open('/etc/passwd').read(1)):\n"
+             "        try:\n            got.append(repr(what()))\n        except OSError as err:\n"
+             "            got.append(type(err).__name__)\n    return got\n")
+    try:
+        got = _run(box, probe)
+    finally:
+        box.close()
+    assert box.landlock > 0
+    assert got[:3] == ["PermissionError"] * 3, got  # neither the folder of copies nor another copy
+    assert got[3] == "1" and got[4] != "PermissionError" and len(got[5]) == 3, got  # its own /tmp, copy, system
+
+
+def test_h1_without_landlock_a_sandbox_never_mounts_every_copy(tmp_path):
+    from teaching.sandbox import NotConfined
+
+    with pytest.raises(NotConfined):
+        _two_copies(tmp_path, landlock=False)
+
+
+# -- M2 (red team, round 1): System V message queues and semaphores outlive an exercise ------------
+SYSV_IPC = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "class _Msg(ctypes.Structure):\n    _fields_ = [('mtype', ctypes.c_long), ('text', ctypes.c_char * 16)]\n")
+IPC_WRITER = (SYSV_IPC + "queue = libc.msgget(4242, 0o1666)  # IPC_CREAT\nif queue >= 0:\n"
+              "    libc.msgsnd(queue, ctypes.byref(_Msg(1, b'the answer')), 16, 0)\n"
+              "libc.semget(4243, 1, 0o1666)\n"
+              "def my_causal_mask(n):\n    i = torch.arange(n)\n    return i[None, :] <= i[:, None]\n")
+IPC_READER = if_it_worked(  # a queue or a semaphore an earlier exercise left, or one made now
+    SYSV_IPC + "worked = libc.msgget(4242, 0) >= 0 or libc.semget(4243, 1, 0) >= 0\n"
+    "worked = worked or libc.msgget(0, 0o1600) >= 0 or libc.semget(0, 1, 0o1600) >= 0\n")
+
+
+def test_m2_no_message_queue_or_semaphore_outlives_an_exercise(tmp_path):
+    rows, run = grade(tmp_path, {"sysv-ipc": with_answers(masking_causal=IPC_WRITER, masking_predict=IPC_READER)},
+                      timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    _predict_failed(rows, "sysv-ipc")
+    assert_classmates_intact(rows)
+
+
+def test_m2_the_filter_refuses_system_v_ipc():
+    from teaching.sandbox import REFUSED
+
+    assert {"msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "shmget"} <= set(REFUSED)
+
+
+# -- M1 (red team, round 1): the refusal and the log, one line each to undo ------------------------
+def test_m1_the_kernel_refusals_are_no_global_of_the_runner(tmp_path):
+    """``for l in sys.modules['__main__']._libraries: l._destroy()`` removed the dispatcher's
+    refusal; the libraries are no module global now, and the refusal holds."""
+    box = _sandbox(tmp_path)
+    probe = ("import sys, torch\ndef probe():\n"
+             "    undone = False\n    for name in ('__main__', 'runner'):\n"
+             "        for lib in getattr(sys.modules.get(name), '_libraries', ()):\n"
+             "            lib._destroy()\n            undone = True\n"
+             "    x, w = torch.randn(1, 3, 8), torch.randn(24, 8)\n    try:\n"
+             "        torch.ops.aten._native_multi_head_attention(x, x, x, 8, 2, w, torch.zeros(24),\n"
+             "                                                    torch.randn(8, 8), torch.zeros(8))\n"
+             "        return undone, 'ran'\n    except RuntimeError as err:\n"
+             "        return undone, 'refused' if 'not allowed' in str(err) else str(err)\n")
+    try:
+        first = box.start({"context_cells": [("parameters", "x = 1"), ("setup", "import torch")],
+                           "answer_id": "probe", "answer_source": probe, "names": ["probe"],
+                           "torch_not_allowed": ["torch._native_multi_head_attention"]}, 0)
+        assert first["ok"], first
+        from teaching.sandbox import Remote
+
+        got = Remote(box, {"name": "probe"}, "probe")()
+    finally:
+        box.close()
+    assert got == (False, "refused"), got
+
+
+def test_m1_a_flag_of_an_earlier_call_stays_when_the_log_is_erased():
+    from teaching.sandbox import Sandbox
+
+    box = Sandbox.__new__(Sandbox)
+    box.flags = []
+    box.note_flags(["called scaled_dot_product_attention (1x)"])
+    box.note_flags(["ran aten._native_multi_head_attention.default (1x)"])  # the log was cleared in between
+    box.note_flags(["called scaled_dot_product_attention (3x)"])
+    assert box.flags == ["called scaled_dot_product_attention (3x)", "ran aten._native_multi_head_attention.default (1x)"]

@@ -245,6 +245,17 @@ def sdpa_through_torch_C():
 def sdpa_gqa():
     q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
     F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+def sdpa_gqa_overload():
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    torch.ops.aten.scaled_dot_product_attention.default(q, k, k, attn_mask=None, enable_gqa=True)
+def sdpa_gqa_packet():
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    torch.ops.aten.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+def cross_entropy():
+    F.cross_entropy(torch.randn(3, 5), torch.tensor([0, 2, 4]))
+    F.binary_cross_entropy(torch.rand(4), torch.rand(4))
+def entr():
+    torch.special.entr(torch.rand(4))
 def sdpa_plain():
     q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8)
     F.scaled_dot_product_attention(q, k, k)
@@ -301,6 +312,45 @@ def test_enable_gqa_is_refused_where_the_exercise_asks_to_repeat_the_heads():
     got = torch_probe(_names("11", "gqa_heads"), ["sdpa_gqa", "sdpa_plain"])
     assert got["sdpa_gqa"][0] == "refused" and "enable_gqa" in got["sdpa_gqa"][1], got
     assert got["sdpa_plain"] == ("ran", ""), got  # the statement allows scaled_dot_product_attention itself
+
+
+def test_enable_gqa_is_refused_through_the_op_and_its_overload():
+    """Red team H2: ``torch.ops.aten.scaled_dot_product_attention.default`` is named
+    ``scaled_dot_product_attention.default``; the rule goes by the op's own name."""
+    got = torch_probe(_names("11", "gqa_heads"), ["sdpa_gqa_overload", "sdpa_gqa_packet", "sdpa_plain"])
+    for call in ("sdpa_gqa_overload", "sdpa_gqa_packet"):
+        assert got[call][0] == "refused" and "enable_gqa" in got[call][1], got
+    assert got["sdpa_plain"] == ("ran", ""), got
+
+
+def test_a_rule_reads_a_positional_argument_too():
+    """An op that takes the argument by position is judged on it all the same (the op's schema
+    or the function's signature says where it is)."""
+    import importlib.util
+
+    from teaching.sandbox import RUNNER
+
+    spec = importlib.util.spec_from_file_location("runner_for_test", RUNNER)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+
+    def op(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False):
+        return query
+
+    assert runner._argument(op, "is_causal", (1, 2, 3, None, 0.0, True), {}) is True
+    assert runner._argument(op, "is_causal", (1, 2, 3), {"is_causal": True}) is True
+    assert not runner._argument(op, "is_causal", (1, 2, 3), {})
+    schema_op = torch.ops.aten.scaled_dot_product_attention.default
+    assert runner._argument(schema_op, "is_causal", (1, 2, 3, None, 0.0, True), {}) is True
+    assert runner._argument(schema_op, "enable_gqa", (1, 2, 3, None, 0.0, False), {"enable_gqa": True}) is True
+
+
+def test_cross_entropy_is_not_an_entropy_flag():
+    """Red team L2: the entropy family watches torch.special.entr by its exact name, not any
+    function whose name contains ``entr``."""
+    got = torch_probe(_names("02", "seq2seq_entropy"), ["cross_entropy", "entr"])
+    assert got["cross_entropy"] == ("ran", ""), got
+    assert got["entr"][0] == "refused" or "entr" in got["entr"][1], got
 
 
 def test_what_the_exercise_allows_is_not_flagged():
