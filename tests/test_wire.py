@@ -51,3 +51,13 @@ def message(header, body=b""):
 def test_malformed_messages_are_refused_when_read(bad):
     with pytest.raises(WireError):
         decode(bad)
+
+
+def test_a_value_that_python_refuses_is_a_wire_error_not_a_crash():
+    """A red team's frame: complex('a', 1) raised TypeError, which escaped the sandbox's
+    handling and turned the student's rows into grader errors. Any failure while building a
+    value is the sender's fault: a WireError."""
+    for node in ({"$": "complex", "re": "a", "im": 1}, {"$": "size", "v": [2**70]}):
+        header = json.dumps(node).encode()
+        with pytest.raises(WireError):
+            decode(struct.pack(">Q", len(header)) + header)
