@@ -141,7 +141,12 @@ def decode(message: bytes):
             return raw.view(DTYPES[dtype]).reshape(shape).clone()
         raise WireError(f"an unknown node {kind!r}")
 
-    result = value(header)
+    try:
+        result = value(header)
+    except WireError:
+        raise
+    except Exception as err:  # noqa: BLE001 (complex('a', 1), a size torch refuses, ...): the sender's fault
+        raise WireError(f"an unreadable value ({type(err).__name__}: {err})"[:300]) from None
     if used != len(body):
         raise WireError(f"{len(body) - used:,} bytes that no tensor uses")
     return result
