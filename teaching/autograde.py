@@ -150,7 +150,11 @@ def autograde(submissions: Path, chapters: list[str] | None = None, timeout: flo
         refused_in_class = []
         if submissions.is_file() and submissions.suffix.lower() == ".zip":  # the class in one archive
             try:
-                submissions, bad = archives.unpack_class(submissions, workdir / "class")
+                dest, n = workdir / "class", 1
+                while dest.exists() or dest.is_symlink():  # --keep into a folder of an earlier run
+                    n += 1
+                    dest = workdir / f"class-{n}"
+                submissions, bad = archives.unpack_class(submissions, dest)
             except archives.ArchiveError as err:
                 raise SystemExit(f"{safe_text.cell(str(submissions))}: {err}") from None
             refused_in_class = [refused(name, why) for name, why in sorted(bad.items())]

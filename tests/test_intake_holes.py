@@ -839,3 +839,12 @@ def test_k1_k2_k3_the_class_keeps_its_exact_grades_and_the_csv_is_complete(tmp_p
     assert not files(rows, "alice") and not files(rows, "bob") and not files(rows, "carol")
     assert total(rows, attacker)[0] == 0 and "no student id" in files(rows, attacker)
     assert total(rows, "x:y")[0] == 0 and "no student id" in files(rows, "x:y")
+
+
+@pytest.mark.slow
+def test_keep_into_a_folder_that_already_holds_class_grades_the_class(tmp_path):
+    z = make_zip(tmp_path / "class.zip", class_entries(tmp_path, "class/"))
+    (tmp_path / "keep" / "class").mkdir(parents=True)
+    run, rows = run_cli(tmp_path, str(z), "--chapters", CHAPTER, "--keep", str(tmp_path / "keep"))
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert total(rows, "alice") == (5, 5) and total(rows, "bob") == (0, 5) and total(rows, "carol") == (5, 5)
