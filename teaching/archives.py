@@ -49,11 +49,13 @@ def _entry_name(info: zipfile.ZipInfo) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _parts(name: str) -> list[str]:
-    """The folders and file name of an entry; raises ArchiveError for a path that leaves ``dest``."""
+def _parts(name: str, windows: bool = True) -> list[str]:
+    """The folders and file name of an entry; raises ArchiveError for a path that leaves ``dest``.
+    ``windows``: a ``\\`` is a separator too and ``c:`` a drive (one student's archive); in a
+    class's archive the path is split at ``/`` only (:func:`unpack_class`)."""
     shown = safe_text.cell(name)
-    unified = name.replace("\\", "/")  # archivers on Windows write either separator
-    if unified.startswith("/") or (len(unified) > 1 and unified[1] == ":"):
+    unified = name.replace("\\", "/") if windows else name  # archivers on Windows write either separator
+    if unified.startswith("/") or (windows and len(unified) > 1 and unified[1] == ":"):
         raise ArchiveError(f"refused archive: the entry {shown!r} is an absolute path")
     parts = [p for p in unified.split("/") if p not in ("", ".")]
     if ".." in parts:
@@ -103,14 +105,15 @@ def _unpack(archive: Path, dest: Path, max_files: int, max_bytes: int) -> None:
         _write(zf, _plan(zf.infolist()), dest, max_bytes)
 
 
-def _plan(entries: list[zipfile.ZipInfo], skip: int = 0) -> list[tuple[zipfile.ZipInfo, list[str], bool]]:
+def _plan(entries: list[zipfile.ZipInfo], skip: int = 0,
+          windows: bool = True) -> list[tuple[zipfile.ZipInfo, list[str], bool]]:
     """(entry, its parts, whether it is a folder) for every entry, the first ``skip`` parts
     left out; raises ArchiveError for the first entry that is not a plain file or folder inside
     the archive's folder."""
     plan, seen = [], set()
     for info in entries:  # every entry judged before anything is written
         name = _entry_name(info)
-        parts = _parts(name)[skip:]
+        parts = _parts(name, windows)[skip:]
         mode = info.external_attr >> 16
         shown = safe_text.cell(name)
         if stat.S_ISLNK(mode):
@@ -177,27 +180,36 @@ def _set_date(target: Path, info: zipfile.ZipInfo) -> None:
         os.utime(target, (when, when), follow_symlinks=False)
 
 
-def _rough_parts(info: zipfile.ZipInfo) -> list[str]:
-    return [p for p in _entry_name(info).replace("\\", "/").split("/") if p not in ("", ".")]
+def _class_parts(info: zipfile.ZipInfo) -> list[str]:
+    """An entry's parts in a class's archive: split at ``/`` only (a ``\\`` or ``:`` is part
+    of a name); an absolute entry's first part keeps its ``/`` (``/alice``), so it is no folder
+    of the archive's and never one student's."""
+    name = _entry_name(info)
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if name.startswith("/"):
+        parts = ["/" + (parts[0] if parts else ""), *parts[1:]]
+    return parts
 
 
 def _ignored(name: str) -> bool:
     return name != ".." and name.startswith((".", "__MACOSX"))
 
 
-def _abnormal_top(info: zipfile.ZipInfo, parts: list[str]) -> bool:
-    """Whether the entry's first part is no plain name inside the archive's folder: an absolute
-    path, a drive (``c:``), ``..``, or nothing at all."""
-    name = _entry_name(info)
-    return not parts or parts[0] == ".." or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") \
-        or (len(parts[0]) > 1 and parts[0][1] == ":")
+def _no_folder(name: str) -> str | None:
+    """Why the top part ``name`` of a class archive's entry is no student's folder, or None: it
+    holds a ``/`` (an absolute entry), a ``\\`` or a ``:`` (a separator or drive on Windows)."""
+    if any(ch in name for ch in "/\\:"):
+        return (f"refused: the folder name {safe_text.cell(name)!r} holds a '/', '\\' or ':' (an absolute path, a "
+                f"separator or a drive on Windows), so it is no student id; nothing of it is unpacked or graded")
+    return None
 
 
 def _wrapper(entries: list[tuple[zipfile.ZipInfo, list[str]]]) -> str | None:
     """The archive's one top folder of student folders, or None when its top folders are the
     students' own. A top folder wraps the class when it is the only one (loose files beside it,
-    a README, are allowed) and it holds no notebook of its own: ``class/alice/04.ipynb`` and an
-    entry ``class/`` for the folder itself, while ``alice/04_masking.ipynb`` is one student."""
+    a README, are allowed; a folder refused by :func:`_no_folder` is no folder) and it holds no
+    notebook of its own: ``class/alice/04.ipynb`` and an entry ``class/`` for the folder
+    itself, while ``alice/04_masking.ipynb`` is one student."""
     folders = {parts[0] for info, parts in entries if len(parts) > 1 or info.is_dir()}
     if len(folders) != 1:
         return None
@@ -222,46 +234,61 @@ def _remove_inside(dest: Path, target: Path) -> None:
 def unpack_class(archive: Path, dest: Path, max_files: int = MAX_CLASS_FILES,
                  max_bytes: int = MAX_BYTES) -> tuple[Path, dict[str, str]]:
     """Unpack a whole class's archive into the new folder ``dest``: the folder of student
-    folders (the archive's one top folder, if it wraps the class (:func:`_wrapper`), else
-    ``dest``) and ``{folder name: why}`` for each student folder (or loose file) refused. Each
-    student's entries are judged and unpacked on their own, with :func:`unpack`'s rules and
-    caps, so one student's bad entry refuses that student only. Raises :class:`ArchiveError`
-    only for what is no student's: an unreadable archive, too many entries, an entry whose top
-    part is no plain name (absolute, a drive, ``..``) or that leads out of every student's
-    folder. Nothing is written or removed outside ``dest``."""
+    folders (inside every single wrapping folder, ``Downloads/class/``, :func:`_wrapper`, else
+    ``dest``) and ``{folder name: why}`` for each student folder (or loose file) refused. Paths
+    are split at ``/`` only. Each student's entries are judged and unpacked on their own, with
+    :func:`unpack`'s rules and caps, so one student's bad entry refuses that student only; a top
+    folder whose name holds a ``\\`` or ``:``, and an absolute entry (``/alice/x``, grouped as
+    ``/alice``), is refused on its own (:func:`_no_folder`). Raises :class:`ArchiveError` only
+    for what is no student's: an unreadable archive, too many entries, an entry whose top part
+    is ``..`` or that leads out of the wrapping folder. Nothing is written or removed outside
+    ``dest``."""
     dest.mkdir(parents=True)
     try:
         with _open(archive, max_files) as zf:
             entries = []
             for info in zf.infolist():
-                parts = _rough_parts(info)
-                if _abnormal_top(info, parts):
-                    _plan([info])  # an entry of no student's: refuses the archive with the reason
-                    continue  # an empty name ("/" or "."): nothing to unpack
-                if not _ignored(parts[0]):  # __MACOSX/, .DS_Store: an archiver's, never unpacked
+                parts = _class_parts(info)
+                if not parts:
+                    continue  # an empty name ("."): nothing to unpack
+                if parts[0] == "..":
+                    _plan([info], windows=False)  # an entry of no student's: refuses the archive with the reason
+                if _no_folder(parts[0]) or not _ignored(parts[0]):  # __MACOSX/, .DS_Store: an archiver's
                     entries.append((info, parts))
-            top = _wrapper(entries)
-            groups: dict[str, list] = {}
             refused = {}
-            for info, parts in entries:
-                if top is not None:
+            wrappers: list[str] = []  # Downloads/class/alice/...: each single wrapping folder unwrapped
+            while True:
+                for _, parts in entries:  # x:y/, /alice/: refused on its own, never a classmate's
+                    if _no_folder(parts[0]):
+                        refused[parts[0]] = _no_folder(parts[0])
+                entries = [(info, parts) for info, parts in entries if not _no_folder(parts[0])]
+                top = _wrapper(entries)
+                if top is None:
+                    break
+                inside = []
+                for info, parts in entries:
                     if parts[0] != top:  # a loose file beside the class's folder: no student's
                         if parts[-1].lower().endswith((".ipynb", ".zip")):
-                            refused[parts[0]] = (f"refused: {safe_text.cell(parts[0])!r} is a loose file beside the "
-                                                 f"class's folder {safe_text.cell(top)!r}, no student's; not graded")
+                            where = "/".join([*wrappers, parts[0]])
+                            refused[where] = (f"refused: {safe_text.cell(where)!r} is a loose file beside the "
+                                              f"class's folder {safe_text.cell('/'.join([*wrappers, top]))!r}, "
+                                              f"no student's; not graded")
                         continue
-                    parts = parts[1:]
-                    if not parts:
+                    if len(parts) == 1:
                         continue  # the entry of the top folder itself
-                    if _abnormal_top(info, parts):
-                        _plan([info])  # class/../x: refuses the archive with the reason
-                        continue
+                    if parts[1] == "..":
+                        _plan([info], windows=False)  # class/../x: refuses the archive with the reason
+                    inside.append((info, parts[1:]))
+                wrappers.append(top)
+                entries = inside
+            groups: dict[str, list] = {}
+            for info, parts in entries:
                 groups.setdefault(parts[0], []).append(info)
-            root = dest / top if top is not None else dest
-            root.mkdir(exist_ok=True)
+            root = dest.joinpath(*wrappers)
+            root.mkdir(parents=True, exist_ok=True)
             for student, infos in groups.items():
                 try:
-                    _write(zf, _plan(infos, skip=int(top is not None)), root, max_bytes)
+                    _write(zf, _plan(infos, skip=len(wrappers), windows=False), root, max_bytes)
                 except Exception as err:  # noqa: BLE001 (this student's entries only)
                     why = str(err) if isinstance(err, ArchiveError) else \
                         f"refused archive: it cannot be unpacked ({type(err).__name__}: {safe_text.cell(str(err))[:300]})"

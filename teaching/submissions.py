@@ -313,7 +313,11 @@ def _collect_folder(files: StudentFiles, folder: Path, chapters: list[str], name
         return
     candidates: dict[str, list[Path]] = {}
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or (path.is_dir() and not path.is_symlink()):
+        if path.name.startswith((".", "__MACOSX")):  # .ipynb_checkpoints, an archiver's: never read
+            continue
+        if path.is_dir() and not path.is_symlink():  # a row, so that nothing disappears silently
+            files.unmatched.append((path.name, "a folder inside the student's folder: not searched, nothing in it "
+                                               "is graded (hand in the notebooks at the top of the folder)"))
             continue
         why = refusal(path)
         st = path.lstat()
