@@ -377,12 +377,7 @@ class RegexBPETokenizer:
             parts.append(self.special_of_id[i].encode("utf-8") if i in self.special_of_id else self.vocab[i])
         return b"".join(parts).decode("utf-8", errors="replace")
 
-    def bytes_per_token(self, text: str) -> float:
-        """The compression: UTF-8 bytes of ``text`` per token of its encoding."""
-        n = len(self.encode(text))
-        if n == 0:
-            raise ValueError("text is empty: no tokens to divide by")
-        return len(text.encode("utf-8")) / n
+    bytes_per_token = BPETokenizer.bytes_per_token  # the same compression measure, on this encode
 
     def __repr__(self) -> str:
         return (f"RegexBPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
