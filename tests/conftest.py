@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import torch
+from book_executions import replace_nbval_items
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -34,7 +35,9 @@ def _seed():
     torch.manual_seed(0)
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(session, config, items):
+    # nbval reuses the book build's run of a notebook where it is current (tests/book_executions.py)
+    replace_nbval_items(session, config, items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none is available here")
