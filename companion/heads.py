@@ -11,13 +11,16 @@ returns them and the encoder/decoder layers keep them.
 - :func:`mass_on`            how much of one query's weight falls on one chosen key
   (e.g. from a pronoun onto the noun it refers to)
 - :func:`preferred_offset`   the most frequent peak offset of each head and its share
+- :func:`weight_by_offset`   each head's mean weight on the keys ``t, t-1, …, t-n`` of a causal
+  query ``t``: tells a previous-token head (most of its weight on ``t-1``, Olsson et al.,
+  2022) from a recency head (its weight spread over the last few keys)
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._validate import require_float, require_rank, require_tensor
+from ._validate import require_float, require_int, require_rank, require_tensor
 
 
 def _check_weights(weights: torch.Tensor, ranks=(4,)) -> None:
@@ -98,3 +101,22 @@ def mass_on(weights: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> to
     batch = torch.arange(B, device=weights.device)  # (B,)
     rows = weights[batch, :, query.to(weights.device)]  # (B, H, N_k): one query row per sequence
     return rows[batch, :, key.to(weights.device)]  # (B, H)
+
+
+def weight_by_offset(weights: torch.Tensor, back: int) -> torch.Tensor:
+    """Each head's mean weight on the keys ``back`` positions and fewer before its query:
+    ``out[h, k] = mean over b and i of a[b, h, i, i - k]`` for ``k = 0 … back``, over the
+    queries ``i >= back`` (those that have all ``back + 1`` keys), ``(B, H, N, N) -> (H, back + 1)``.
+
+    Column 0 is the token itself, column 1 the previous token. A **previous-token head**
+    (Olsson et al., 2022) puts most of its weight on column 1; a head whose weight falls off
+    with the distance spreads it over the first few columns, their sum near 1."""
+    _check_weights(weights)
+    require_int("back", back, minimum=0)
+    B, H, N_q, N_k = weights.shape
+    if N_q != N_k or back >= N_q:
+        raise ValueError(f"weights must be square self-attention (B, H, N, N) with N > back={back}, "
+                         f"got shape {tuple(weights.shape)}")
+    i = torch.arange(back, N_q, device=weights.device)  # (N - back,) the queries
+    columns = [weights[:, :, i, i - k].mean((0, 2)) for k in range(back + 1)]  # each (H,)
+    return torch.stack(columns, dim=-1)  # (H, back + 1)

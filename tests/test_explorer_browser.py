@@ -1,7 +1,7 @@
 """companion.explorer's views on the built book's pages, in headless Chromium with the network
 closed (the `browser` fixture, tests/conftest.py), in both editions.
 
-On chapters 2, 5, 7, 9 and 10 the view renders (its script ran: the fallback text is gone); clicking
+On chapters 2, 5, 7, 9, 10 and 11 the view renders (its script ran: the fallback text is gone); clicking
 a query token draws one line per head to every key, and the weights the lines carry equal the
 model's to three decimals (the full-precision weights the executed notebook stores beside the
 HTML, under companion.explorer.MIME_TYPE, in the book's execution cache); switching a head off removes
@@ -35,6 +35,7 @@ PAGES = {
     "07_transformer": (["encoder", "decoder", "cross"], "head"),
     "09_capstone_captioning": (["cross"], "head"),
     "10_language_model": (["self"], "head"),
+    "11_positions_and_memory": (["self"], "head"),
 }
 EDITIONS = {"en": "", "zh": "zh/"}
 CASES = [(stem, edition) for stem in PAGES for edition in EDITIONS]
