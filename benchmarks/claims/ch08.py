@@ -20,6 +20,7 @@ from _run import main, notebook_namespace  # noqa: E402
 # The chapter's code cells that the experiment runs, each named by a piece of its source.
 CELLS = [
     "companion.seed_everything(seed)\ndevice",  # the imports cell
+    "images, labels = load_digits_tensors()",  # the digits (the sizes cell checks shapes)
     'if scale == "gpu":\n    vit_size',
     "def loss_fn(",
     "def stats(",
