@@ -1,0 +1,167 @@
+"""Shared runner of the claim-distribution scripts (issue #41): one script per chapter,
+``benchmarks/claims/chNN.py``, measures each quantity a chapter asserts over many seeds of that
+experiment alone and writes ``benchmarks/results/claims/chNN.md``.
+
+Two pieces:
+
+* ``notebook_namespace(chapter, seed, cells)`` runs chosen code cells of the chapter's
+  notebook itself (never a copy of them), with ``seed`` and ``scale`` set as the
+  ``parameters`` cell would set them and every ``assert`` removed, so that a failing claim
+  is measured rather than stopping the run. It returns the cells' variables. A cell is named
+  by a string its source contains (its first line, say), so a script keeps working when
+  cells move.
+* ``summarise(name, values, threshold, direction)`` turns one quantity's values over the
+  seeds into a Markdown row: how many seeds pass, the worst value, the 2nd percentile from
+  the worst side, the median, and the margin between that percentile and the threshold.
+
+A script calls ``main(chapter, measure, claims)``: ``measure(seed) -> {quantity: value}``
+and ``claims``: ``[(quantity, threshold, direction, what the prose says), ...]``, where
+``direction`` is ``">"`` (the claim is ``value > threshold``) or ``"<"``.
+Run from the repository root, under ``nice`` on a shared machine:
+
+    PYTHONPATH=$PWD nice -n 10 python benchmarks/claims/ch05.py --seeds 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "claims"
+
+HEADER = (
+    "| quantity | claim | seeds passing | worst | 2nd pct (worst side) | median | margin |\n"
+    "|---|---|---:|---:|---:|---:|---:|"
+)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation between order statistics."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarise(name: str, values: Sequence[float], threshold: float, direction: str) -> str:
+    """One Markdown row: ``name``'s values over the seeds against the claim
+    ``value > threshold`` (direction ``">"``) or ``value < threshold`` (``"<"``).
+    The worst side is the low end for ``">"`` and the high end for ``"<"``; the margin is
+    how far the 2nd percentile of that side lies beyond the threshold (negative: more
+    than 2 % of the seeds fail, or nearly)."""
+    if direction not in (">", "<"):
+        raise ValueError(f"direction must be '>' or '<', got {direction!r}")
+    values = [float(v) for v in values]
+    if direction == ">":
+        passing = sum(v > threshold for v in values)
+        worst, tail = min(values), percentile(values, 2)
+        margin = tail - threshold
+    else:
+        passing = sum(v < threshold for v in values)
+        worst, tail = max(values), percentile(values, 98)
+        margin = threshold - tail
+    return (
+        f"| {name} | {direction} {threshold:g} | {passing} of {len(values)} | {worst:.3g} "
+        f"| {tail:.3g} | {statistics.median(values):.3g} | {margin:+.3g} |"
+    )
+
+
+class _DropAsserts(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> ast.Pass:  # noqa: N802 (ast's name)
+        return ast.copy_location(ast.Pass(), node)
+
+
+def notebook_namespace(chapter: str, seed: int, cells: Sequence[str], scale: str = "cpu") -> dict:
+    """Run the code cells of ``notebooks/<chapter>_*.ipynb`` whose source contains one of
+    ``cells`` (in the notebook's order), after its parameters cell with ``seed`` and
+    ``scale``; asserts removed. Returns the variables the cells defined."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # plt.show() draws nothing
+    import matplotlib.pyplot as plt
+    import nbformat
+
+    (path,) = sorted((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    chosen = [c for c in code if any(key in c.source for key in cells)]
+    missing = [key for key in cells if not any(key in c.source for c in chosen)]
+    if missing:
+        raise ValueError(f"{path.name}: no code cell contains {missing}")
+    namespace: dict = {"__name__": "__claims__"}
+    os.environ.setdefault("COMPANION_PROGRESS", "text")
+    exec(compile(params[0].source, "parameters", "exec"), namespace)  # noqa: S102
+    namespace.update(seed=seed, scale=scale)
+    for cell in chosen:
+        tree = ast.fix_missing_locations(_DropAsserts().visit(ast.parse(cell.source)))
+        exec(compile(tree, f"{path.name} cell", "exec"), namespace)  # noqa: S102
+        plt.close("all")
+    return namespace
+
+
+def main(
+    chapter: str,
+    measure: Callable[[int], dict],
+    claims: Sequence[tuple[str, float, str, str]],
+    notes: str = "",
+) -> None:
+    """Measure ``seeds`` seeds (a JSON line per seed on stdout, kept in a .jsonl cache so that
+    an interrupted sweep resumes), then write ``benchmarks/results/claims/ch<chapter>.md``."""
+    parser = argparse.ArgumentParser(description=f"claim distributions of chapter {chapter}")
+    parser.add_argument("--seeds", type=int, default=40, help="how many seeds (default 40)")
+    parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
+    parser.add_argument("--fresh", action="store_true", help="ignore the cached seeds")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    cache = RESULTS / f"ch{chapter}.jsonl"
+    done = {}
+    if cache.exists() and not args.fresh:
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            done[row["seed"]] = row
+    seeds = range(args.first, args.first + args.seeds)
+    start = time.perf_counter()
+    with cache.open("a", encoding="utf-8") as out:
+        for seed in seeds:
+            if seed in done:
+                continue
+            t0 = time.perf_counter()
+            row = {"seed": seed, **{k: float(v) for k, v in measure(seed).items()}}
+            row["seconds"] = round(time.perf_counter() - t0, 2)
+            done[seed] = row
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    rows = [done[s] for s in seeds]
+    lines = [
+        f"# Chapter {chapter}: the asserted quantities over {len(rows)} seeds",
+        "",
+        f"Written by `benchmarks/claims/ch{chapter}.py` (seeds {seeds[0]} to {seeds[-1]}, "
+        f"`scale = \"cpu\"`, on the CPU). *Margin*: how far the 2nd percentile of the "
+        "worst side lies beyond the claim's threshold.",
+        "",
+        HEADER,
+    ]
+    for quantity, threshold, direction, what in claims:
+        lines.append(
+            summarise(f"{what} (`{quantity}`)", [r[quantity] for r in rows], threshold, direction)
+        )
+    seconds = [r["seconds"] for r in rows]
+    lines += ["", f"Median time per seed {statistics.median(seconds):.1f} s "
+              f"(this sweep: {time.perf_counter() - start:.0f} s).", ""]
+    if notes:
+        lines += [notes.strip(), ""]
+    (RESULTS / f"ch{chapter}.md").write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
