@@ -16,7 +16,9 @@ Two pieces:
 
 A script calls ``main(chapter, measure, claims)``: ``measure(seed) -> {quantity: value}``
 and ``claims``: ``[(quantity, threshold, direction, what the prose says), ...]``, where
-``direction`` is ``">"`` (the claim is ``value > threshold``) or ``"<"``.
+``direction`` is ``">"`` (the claim is ``value > threshold``) or ``"<"``. A quantity may be a
+list (a cell that trains two seeds gives two values); ``stride=2`` then steps the cell's
+seed by 2, so that every value comes from another seed.
 Run from the repository root, under ``nice`` on a shared machine:
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/claims/ch05.py --seeds 40
@@ -87,7 +89,9 @@ def notebook_namespace(chapter: str, seed: int, cells: Sequence[str], scale: str
     ``cells`` (in the notebook's order), after its parameters cell with ``seed`` and
     ``scale``; asserts removed. Returns the variables the cells defined."""
     import matplotlib
+    import torch
 
+    torch.set_num_threads(1)  # one process per core: threads only fight on a shared machine
     matplotlib.use("Agg")  # plt.show() draws nothing
     import matplotlib.pyplot as plt
     import nbformat
@@ -116,6 +120,7 @@ def main(
     measure: Callable[[int], dict],
     claims: Sequence[tuple[str, float, str, str]],
     notes: str = "",
+    stride: int = 1,
 ) -> None:
     """Measure ``seeds`` seeds (a JSON line per seed on stdout, kept in a .jsonl cache so that
     an interrupted sweep resumes), then write ``benchmarks/results/claims/ch<chapter>.md``."""
@@ -131,24 +136,28 @@ def main(
         for line in cache.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             done[row["seed"]] = row
-    seeds = range(args.first, args.first + args.seeds)
+    seeds = range(args.first, args.first + args.seeds * stride, stride)
     start = time.perf_counter()
     with cache.open("a", encoding="utf-8") as out:
         for seed in seeds:
             if seed in done:
                 continue
             t0 = time.perf_counter()
-            row = {"seed": seed, **{k: float(v) for k, v in measure(seed).items()}}
+            values = measure(seed).items()
+            row = {"seed": seed, **{k: [float(x) for x in v] if isinstance(v, list) else float(v) for k, v in values}}
             row["seconds"] = round(time.perf_counter() - t0, 2)
             done[seed] = row
             out.write(json.dumps(row) + "\n")
             out.flush()
             print(json.dumps(row), file=sys.stderr, flush=True)
     rows = [done[s] for s in seeds]
+
+    def flat(quantity: str) -> list[float]:
+        return [x for r in rows for x in (r[quantity] if isinstance(r[quantity], list) else [r[quantity]])]
     lines = [
-        f"# Chapter {chapter}: the asserted quantities over {len(rows)} seeds",
+        f"# Chapter {chapter}: the asserted quantities over {len(rows)} runs of the experiment",
         "",
-        f"Written by `benchmarks/claims/ch{chapter}.py` (seeds {seeds[0]} to {seeds[-1]}, "
+        f"Written by `benchmarks/claims/ch{chapter}.py` (the cell's `seed` = {seeds[0]} to {seeds[-1]}, step {stride}, "
         f"`scale = \"cpu\"`, on the CPU). *Margin*: how far the 2nd percentile of the "
         "worst side lies beyond the claim's threshold.",
         "",
@@ -156,7 +165,7 @@ def main(
     ]
     for quantity, threshold, direction, what in claims:
         lines.append(
-            summarise(f"{what} (`{quantity}`)", [r[quantity] for r in rows], threshold, direction)
+            summarise(f"{what} (`{quantity}`)", flat(quantity), threshold, direction)
         )
     seconds = [r["seconds"] for r in rows]
     lines += ["", f"Median time per seed {statistics.median(seconds):.1f} s "
