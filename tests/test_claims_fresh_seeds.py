@@ -59,3 +59,14 @@ def test_key_claims_hold_for_a_fresh_seed(chapter):
     row = script.measure(seed)
     broken = broken_claims(row, script.CLAIMS)
     assert not broken, f"{chapter}, seed {seed} (rerun with CLAIMS_SEED={seed}): {broken}"
+
+
+def test_summarise_reports_the_worst_side():
+    from _run import percentile, summarise
+
+    values = list(range(1, 51))  # 1 … 50: the 2nd percentile lies at 1 + 0.98
+    assert percentile(values, 2) == 1.98 and percentile(values, 98) == 49.02
+    row = summarise("x", values, 1.5, ">")
+    assert row == "| x | > 1.5 | 49 of 50 | 1 | 1.98 | 25.5 | +0.48 |"
+    row = summarise("y", values, 49.5, "<")
+    assert row == "| y | < 49.5 | 49 of 50 | 50 | 49 | 25.5 | +0.48 |"
