@@ -29,9 +29,9 @@ CLAIMS = [
     ("test_seen", 0.9, ">", "share of test sentences also in training"),
     ("some_head", 0.5, ">", "a last-layer head puts > 1/2 on the referent"),
     ("best_ref_most", 1 / 3, ">", "the best head alone puts > 1/2 on it"),
-    ("ref_ratio", 2, ">", "a last-layer head: referent / other noun"),
+    ("ref_ratio", 1.5, ">", "a last-layer head: referent / other noun"),
     ("max_prop", 0.3, ">", "the most attentive head's weight on the property word"),
-    ("prop_spread", 0.2, ">", "spread of the property word's share between heads"),
+    ("prop_spread", 0.1, ">", "spread of the property word's share between heads"),
     ("offset_share", 0.25, "<", "largest share of a preferred offset"),
     ("before", 0.05, "<", "before training: a head puts > 1/2 on the referent"),
 ]
@@ -55,5 +55,13 @@ def measure(seed: int) -> dict:
     )
 
 
+NOTES = """
+The claims' thresholds before issue #41 were fitted to seeds 1 to 11: the spread of the
+property word's share between heads was claimed above 0.2 and a last-layer head's
+referent/other ratio above 2. The spread fell below 0.2 at seeds of this sweep, and the
+ratio came close to 2; the chapter now claims 0.1 and 1.5, below the 2nd percentile. The
+other thresholds were kept.
+"""
+
 if __name__ == "__main__":
-    main("05", measure, CLAIMS)
+    main("05", measure, CLAIMS, notes=NOTES)

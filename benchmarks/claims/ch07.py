@@ -25,8 +25,8 @@ CELLS = [
 ]
 
 CLAIMS = [
-    ("gap", 0.5, ">", "post-norm's held-out loss minus pre-norm's, per seed"),
-    ("post_over_blind", 0.9, ">", "post-norm's loss / the blind guess's"),
+    ("gap", 0.3, ">", "post-norm's held-out loss minus pre-norm's, per seed"),
+    ("post_over_blind", 0.8, ">", "post-norm's loss / the blind guess's"),
     ("first_clip", 4.5, "<", "the first step where clipping acts (every run)"),
     ("post_clipped", 0.2, "<", "post-norm: share of steps clipped"),
 ]
@@ -52,5 +52,14 @@ def measure(seed: int) -> dict:
     )
 
 
+NOTES = """
+Before issue #41 the chapter claimed a gap above 0.5 nats per token and post-norm above 90 %
+of the blind guess's loss; the second fell below at a seed of this sweep, and the first did at
+a seed outside 0 to 11 (the issue). The chapter now claims 0.3 and 80 %, below the 2nd
+percentile. Not swept here (each needs a 600-step model or more runs per seed than this
+machine allowed): the main model's claims, the run without clipping (it asserts the same gap
+and ratio at the cell's seed), the warmup runs and the positional-encoding runs.
+"""
+
 if __name__ == "__main__":
-    main("07", measure, CLAIMS, stride=2)
+    main("07", measure, CLAIMS, notes=NOTES, stride=2)
