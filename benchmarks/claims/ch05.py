@@ -56,6 +56,8 @@ def measure(seed: int) -> dict:
 
 
 NOTES = """
+Measured on a 2-core machine shared with other jobs (load average 15 to 27), so the
+times are far above a quiet machine's.
 The claims' thresholds before issue #41 were fitted to seeds 1 to 11: the spread of the
 property word's share between heads was claimed above 0.2 and a last-layer head's
 referent/other ratio above 2. The spread fell below 0.2 at seeds of this sweep, and the

@@ -53,6 +53,9 @@ def measure(seed: int) -> dict:
 
 
 NOTES = """
+Measured on a 2-core machine shared with other jobs (load average 15 to 27), so the
+times are far above a quiet machine's.
+
 Before issue #41 the chapter claimed a gap above 0.5 nats per token and post-norm above 90 %
 of the blind guess's loss; the second fell below at a seed of this sweep, and the first did at
 a seed outside 0 to 11 (the issue). The chapter now claims 0.3 and 80 %, below the 2nd
