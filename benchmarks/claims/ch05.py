@@ -27,10 +27,10 @@ CLAIMS = [
     ("coref_acc", 0.95, ">", "test sentences answered correctly"),
     ("n_seen", 2000, "<", "different training sentences"),
     ("test_seen", 0.9, ">", "share of test sentences also in training"),
-    ("some_head", 0.5, ">", "a last-layer head puts > 1/2 on the referent"),
+    ("some_head", 0.35, ">", "a last-layer head puts > 1/2 on the referent"),
     ("best_ref_most", 1 / 3, ">", "the best head alone puts > 1/2 on it"),
     ("ref_ratio", 1.5, ">", "a last-layer head: referent / other noun"),
-    ("max_prop", 0.3, ">", "the most attentive head's weight on the property word"),
+    ("max_prop", 0.2, ">", "the most attentive head's weight on the property word"),
     ("prop_spread", 0.1, ">", "spread of the property word's share between heads"),
     ("offset_share", 0.25, "<", "largest share of a preferred offset"),
     ("before", 0.05, "<", "before training: a head puts > 1/2 on the referent"),
@@ -59,10 +59,11 @@ NOTES = """
 Measured on a 2-core machine shared with other jobs (load average 15 to 27), so the
 times are far above a quiet machine's.
 The claims' thresholds before issue #41 were fitted to seeds 1 to 11: the spread of the
-property word's share between heads was claimed above 0.2 and a last-layer head's
-referent/other ratio above 2. The spread fell below 0.2 at seeds of this sweep, and the
-ratio came close to 2; the chapter now claims 0.1 and 1.5, below the 2nd percentile. The
-other thresholds were kept.
+property word's share between heads was claimed above 0.2, a last-layer head's
+referent/other ratio above 2, the most attentive head's weight on the property word above 0.3
+and the share of sentences where a last-layer head puts most weight on the referent above 0.5.
+Each fell below at a seed of this sweep; the chapter now claims 0.1, 1.5, 0.2 and 0.35, below
+the 2nd percentile. The other thresholds were kept.
 """
 
 if __name__ == "__main__":
