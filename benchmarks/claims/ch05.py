@@ -31,7 +31,6 @@ CLAIMS = [
     ("best_ref_most", 1 / 3, ">", "the best head alone puts > 1/2 on it"),
     ("ref_ratio", 1.5, ">", "a last-layer head: referent / other noun"),
     ("max_prop", 0.2, ">", "the most attentive head's weight on the property word"),
-    ("prop_spread", 0.1, ">", "spread of the property word's share between heads"),
     ("offset_share", 0.25, "<", "largest share of a preferred offset"),
     ("before", 0.05, "<", "before training: a head puts > 1/2 on the referent"),
 ]
@@ -58,12 +57,16 @@ def measure(seed: int) -> dict:
 NOTES = """
 Measured on a 2-core machine shared with other jobs (load average 15 to 27), so the
 times are far above a quiet machine's.
+
 The claims' thresholds before issue #41 were fitted to seeds 1 to 11: the spread of the
 property word's share between heads was claimed above 0.2, a last-layer head's
 referent/other ratio above 2, the most attentive head's weight on the property word above 0.3
 and the share of sentences where a last-layer head puts most weight on the referent above 0.5.
-Each fell below at a seed of this sweep; the chapter now claims 0.1, 1.5, 0.2 and 0.35, below
-the 2nd percentile. The other thresholds were kept.
+Each fell below at a seed of this sweep. The chapter now claims 1.5, 0.2 and 0.35 for the last
+three, below the 2nd percentile. The spread is no longer asserted, only printed: over these 40
+seeds its smallest value was 0.169 and its 2nd percentile 0.19 (median 0.355), yet
+tests/test_claims_fresh_seeds.py drew seed 349716, where it was 0.09. Its tail is longer
+than 40 seeds show. The other thresholds were kept.
 """
 
 if __name__ == "__main__":
