@@ -137,7 +137,6 @@ def main(
             row = json.loads(line)
             done[row["seed"]] = row
     seeds = range(args.first, args.first + args.seeds * stride, stride)
-    start = time.perf_counter()
     with cache.open("a", encoding="utf-8") as out:
         for seed in seeds:
             if seed in done:
@@ -168,8 +167,8 @@ def main(
             summarise(f"{what} (`{quantity}`)", flat(quantity), threshold, direction)
         )
     seconds = [r["seconds"] for r in rows]
-    lines += ["", f"Median time per seed {statistics.median(seconds):.1f} s "
-              f"(this sweep: {time.perf_counter() - start:.0f} s).", ""]
+    lines += ["", f"Median time per run of the experiment {statistics.median(seconds):.1f} s "
+              "(one process, one thread; see the notes for the machine).", ""]
     if notes:
         lines += [notes.strip(), ""]
     (RESULTS / f"ch{chapter}.md").write_text("\n".join(lines), encoding="utf-8")
