@@ -40,8 +40,11 @@ instructor's files in reach.
 from __future__ import annotations
 
 import fcntl
+import functools
+import glob
 import os
 import platform
+import re
 import resource
 import select
 import shutil
@@ -322,6 +325,94 @@ def _python_paths(hidden: list[Path]) -> list[str]:
     return [p for p in keep if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in keep)]
 
 
+GRADER_NEEDS = ("cloudpickle",)  # what the runner needs to read the grader's requests (functions by value)
+
+
+def _requirements(dist) -> list[str]:
+    """The names of what ``dist`` requires unconditionally (no extra, markers of this machine)."""
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+
+    names = []
+    for line in dist.requires or ():
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            names.append(req.name)
+    return names
+
+
+def _companion_requirements() -> list[str]:
+    """The companion's own dependencies (``[project] dependencies``, no extra): from its installed
+    distribution, or from the repository's ``pyproject.toml`` where it is not installed."""
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return _requirements(metadata.distribution("attention-course-companion"))
+    except metadata.PackageNotFoundError:
+        import tomllib  # noqa: PLC0415
+
+        from packaging.requirements import Requirement  # noqa: PLC0415
+
+        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+            return [Requirement(r).name for r in tomllib.load(f)["project"]["dependencies"]]
+
+
+@functools.lru_cache(maxsize=1)
+def allowed_site_entries() -> dict[str, tuple[str, ...]]:
+    """{site-packages folder: the entries in it the sandbox shows}: the files of the companion's
+    dependencies and of everything they require, transitively (torch, numpy, matplotlib, einops
+    and theirs), and the grader's own (:data:`GRADER_NEEDS`). Every other installed package (the
+    test extra's ``transformers``, ``rotary-embedding-torch``) is not in the sandbox at all, so
+    no import trick can reach it. The companion itself is each exercise's copy (``/course/i``);
+    no ``.pth`` file is shown (nothing runs at the interpreter's start)."""
+    from importlib import metadata  # noqa: PLC0415
+
+    todo, seen, entries = [*_companion_requirements(), *GRADER_NEEDS], set(), {}
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen or key == "attention-course-companion":
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        todo += _requirements(dist)
+        site_dir = Path(dist.locate_file("")).resolve()
+        record = dist.read_text("RECORD") or ""  # path,hash,size per line (faster than dist.files)
+        tops = {line.split(",", 1)[0].split("/", 1)[0] for line in record.splitlines() if line}
+        tops |= {getattr(dist, "_path", Path("")).name}  # its .dist-info
+        if not record:  # no RECORD: its top-level names
+            tops |= {t for t in (dist.read_text("top_level.txt") or "").split() if t}
+        names = entries.setdefault(str(site_dir), set())
+        for top in tops:
+            if top in ("..", "__pycache__") or top.endswith(".pth"):
+                continue
+            for candidate in (top, f"{top}.py"):
+                if (site_dir / candidate).exists():
+                    names.add(candidate)
+            names |= {p.name for p in site_dir.glob(f"{glob.escape(top)}.*.so")}  # one-file extensions
+    return {d: tuple(sorted(n)) for d, n in sorted(entries.items())}
+
+
+def _site_dirs() -> list[Path]:
+    """Every folder where some Python on this machine finds installed packages: this
+    installation's site-packages, and the system's (``/usr/lib/python3/dist-packages``, ...),
+    which ``sys.path.append`` would otherwise open."""
+    found = {Path(p) for p in site.getsitepackages()}
+    paths = sysconfig.get_paths()
+    found |= {Path(paths[k]) for k in ("purelib", "platlib") if k in paths}
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        found.add(Path(site.getusersitepackages()))
+    for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages",
+                    "/usr/lib64/python3*/*-packages", "/usr/local/lib64/python3*/*-packages"):
+        found |= {Path(p) for p in glob.glob(pattern)}
+    return sorted({p.resolve() for p in found if p.is_dir()})
+
+
 def sandbox_command(course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
                     seccomp_fd: int | None = None) -> list[str]:
     """The command that starts the runner: inside bwrap, or (``isolate=False``) as it is. The
@@ -371,11 +462,26 @@ def sandbox_command(course_dirs: list[Path], hidden: list[Path], limits: Limits,
             cmd += ["--tmpfs", str(h), "--remount-ro", str(h)]
     for path in in_hidden:
         cmd += ["--ro-bind", str(path), str(path)]
+    # installed packages: only what the companion needs (allowed_site_entries); each
+    # site-packages folder in view is covered by an empty one, and the allowed entries are
+    # bound on top of it
+    allowed, covered = allowed_site_entries(), []
+    for site_dir in _site_dirs():
+        if not any(_inside(site_dir, v) for v in [*bound, *in_hidden]):
+            continue  # not in view at all
+        if any(_inside(site_dir, h) for h in hidden) and not any(_inside(site_dir, p) for p in in_hidden):
+            continue  # under a hidden folder's empty cover
+        covered.append(site_dir)
+        cmd += ["--perms", "0755", "--tmpfs", str(site_dir)]
+        for entry in allowed.get(str(site_dir), ()):
+            cmd += ["--ro-bind", str(site_dir / entry), str(site_dir / entry)]
+        cmd += ["--remount-ro", str(site_dir)]
     import companion  # noqa: PLC0415 (the real one, to hide it under the prepared copy)
 
     real = Path(companion.__path__[0]).resolve()
     for path in _python_paths(hidden):
-        if str(real).startswith(path.rstrip("/") + "/"):  # an installed (not editable) companion
+        if str(real).startswith(path.rstrip("/") + "/") and not any(_inside(real, c) for c in covered):
+            # an installed (not editable) companion outside the covered site-packages
             cmd += ["--tmpfs", str(real), "--remount-ro", str(real)]  # each exercise has its own: /course/i
     cmd += ["--perms", "0755", "--dir", "/course"]
     for i, course_dir in enumerate(course_dirs):
