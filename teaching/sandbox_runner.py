@@ -195,25 +195,31 @@ def refuse_kernels(torch, names) -> list:
             continue
         guarded = torch.library.Library("aten", "IMPL")
         libraries.append(guarded)
-        for op in sorted({op for op, key in family_kernels(torch, dotted) if not key.startswith("Composite")}):
-            full = f"aten::{op}"
-            if torch._C._dispatch_has_kernel_for_dispatch_key(full, "ADInplaceOrView"):
+        kernels = family_kernels(torch, dotted)
+        composite = {op for op, key in kernels if key == "CompositeImplicitAutograd"}
+        for op in sorted({op for op, _ in kernels}):
+            # a composite op: at the CPU's autograd key (an alias would lose to the composite
+            # kernel), then its own decomposition, which records the graph; any other: after
+            # autograd (the graph is recorded), before the kernel itself
+            key = "AutogradCPU" if op in composite else "ADInplaceOrView"
+            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key):
                 continue
             packet = getattr(torch.ops.aten, op.partition(".")[0])
             overload = getattr(packet, op.partition(".")[2] or "default")
 
-            # after autograd (the graph is recorded) and before the kernel itself
-            def guard(*args, _op=overload, _lib=guarded, **kwargs):
+            def guard(*args, _op=overload, _lib=guarded, _composite=op in composite, **kwargs):
                 for arg in implied:
-                    if IMPLIED[arg](_op, args, kwargs):
+                    if _argument(_op, arg, args, kwargs) or IMPLIED[arg](_op, args, kwargs):
                         raise RuntimeError(f"{dotted}({arg}=True) is not allowed in this exercise, nor "
                                            f"{_op} doing the same: write it yourself")
+                if _composite:
+                    return _op.decompose(*args, **kwargs)
                 with torch._C._AutoDispatchBelowADInplaceOrView():
                     return _op(*args, **kwargs)
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                guarded.impl(op, guard, "ADInplaceOrView")
+                guarded.impl(op, guard, key)
     return libraries
 
 

@@ -322,6 +322,10 @@ def flash_grouped_no_torch_function():
     with torch._C.DisableTorchFunction():
         q, k = _gqa()
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k)
+def sdpa_math_gqa_no_torch_function():
+    with torch._C.DisableTorchFunction():
+        q, k = _gqa()
+        torch.ops.aten._scaled_dot_product_attention_math(q, k, k, enable_gqa=True)
 def flash_same_heads():
     q, _ = _gqa()
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
@@ -408,11 +412,11 @@ def test_enable_gqa_is_refused_in_every_op_of_the_family():
     ``_scaled_dot_product_*``: the argument, and inputs with fewer key heads than query heads
     (refused at the dispatcher too, below the modes a student can remove)."""
     got = torch_probe(_names("11", "gqa_heads"), ["sdpa_math_gqa", "flash_grouped", "flash_grouped_no_torch_function",
-                                                  "flash_grouped_unwatched", "sdpa_math_plain", "flash_same_heads",
-                                                  "sdpa_plain"])
+                                                  "sdpa_math_gqa_no_torch_function", "flash_grouped_unwatched",
+                                                  "sdpa_math_plain", "flash_same_heads", "sdpa_plain"])
     assert got["sdpa_math_gqa"][0] == "refused" and "enable_gqa" in got["sdpa_math_gqa"][1], got
     assert got["flash_grouped"][0] == "refused" and "enable_gqa" in got["flash_grouped"][1], got
-    for call in ("flash_grouped_no_torch_function", "flash_grouped_unwatched"):
+    for call in ("flash_grouped_no_torch_function", "sdpa_math_gqa_no_torch_function", "flash_grouped_unwatched"):
         assert got[call][0] == "refused", got
     for call in ("sdpa_math_plain", "flash_same_heads", "sdpa_plain"):  # what the statement allows
         assert got[call] == ("ran", ""), got
