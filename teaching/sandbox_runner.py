@@ -156,6 +156,35 @@ def refuse_flex_attention(torch) -> None:
             continue
 
 
+def refuse_namesakes(torch, answer_names) -> list:
+    """Torch's namesakes of what the answer must define, as the companion's are stubbed: every
+    aten op whose name, without its leading underscores, is one of ``answer_names`` is refused
+    at every dispatch key of :data:`KERNEL_KEYS` where it has a kernel (chapter 4 asks for
+    ``masked_softmax``: ``aten._masked_softmax`` goes). Returns the library that holds them."""
+    import warnings  # noqa: PLC0415
+
+    wanted = {n for n in answer_names if isinstance(n, str) and n.strip("_")}
+    lib = None
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, op = full.partition("::")
+        if namespace != "aten" or op.partition(".")[0].lstrip("_") not in wanted:
+            continue
+        for key in KERNEL_KEYS:
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
+                continue
+            if lib is None:
+                lib = torch.library.Library("aten", "IMPL")
+
+            def refuse(*args, _name=f"torch.ops.aten.{op.partition('.')[0]}", _lib=lib, **kwargs):
+                raise RuntimeError(f"{_name} is not allowed in this exercise (the exercise asks for it): "
+                                   "write it yourself")
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lib.impl(op, refuse, key)
+    return [lib] if lib is not None else []
+
+
 def refuse_kernels(torch, names) -> list:
     """Registers the refusals; returns the ``torch.library.Library`` objects. Each refusal the
     dispatcher holds keeps its library alive: no module global holds them (no
@@ -778,7 +807,7 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             refuse_everywhere(torch, dotted)
     # kept in this function's frame, not in a module's namespace; the student's code can still
     # reach them (the stack, the garbage collector): see Evidence
-    kept = refuse_kernels(torch, job.get("torch_not_allowed", ()))
+    kept = [*refuse_kernels(torch, job.get("torch_not_allowed", ())), *refuse_namesakes(torch, job.get("names", ()))]
     evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}

@@ -59,6 +59,11 @@ ATTACKS = {
                         "import torch.nn.functional as F\n"
                         "def gqa_attention(q, k, v, mask=None):\n"
                         "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"),
+    # torch's namesake of what the exercise asks for (aten._masked_softmax: True = masked out)
+    "torch-masked-softmax": ("04", "masking_softmax",
+                             "import torch\n"
+                             "def masked_softmax(scores, mask):\n"
+                             "    return torch.ops.aten._masked_softmax(scores, ~mask, None, None).nan_to_num(0.0)\n"),
     # red team round 2, H1: the unfused math op takes enable_gqa too
     "sdpa-math-enable-gqa": ("11", "gqa_heads",
                              "import torch\n"
@@ -121,7 +126,7 @@ def run_answer(source: str, name: str, chapter: str, *args):
 
 def _inputs(attack: str):
     g = torch.Generator().manual_seed(1)
-    if attack in ("private-masked-softmax", "sibling-online-softmax"):
+    if attack in ("private-masked-softmax", "sibling-online-softmax", "torch-masked-softmax"):
         scores = torch.randn(2, 3, 5, generator=g)
         mask = torch.rand(2, 3, 5, generator=g) > 0.3
         mask[0, 1] = False  # a fully masked row
@@ -453,6 +458,36 @@ def test_the_sdpa_family_is_refused_by_name_where_sdpa_is():
     got = torch_probe(_names("03", "self_plain"), ["sdpa_math_plain", "flash_same_heads", "flash_grouped_unwatched"])
     assert all(result == "refused" for result, _ in got.values()), got
     assert "_scaled_dot_product_flash_attention_for_cpu" in got["flash_same_heads"][1], got
+
+
+def test_torch_namesakes_of_the_answer_are_refused():
+    """As the companion's namesakes are stubbed, torch's are refused: chapter 4 asks for
+    ``masked_softmax``, so ``aten._masked_softmax`` (and only it) refuses in that exercise."""
+    probe = r"""
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+kept = runner.refuse_namesakes(torch, sys.argv[2].split(","))
+s, m = torch.randn(2, 5), torch.rand(2, 5) > 0.5
+for name, call in (("_masked_softmax", lambda: torch.ops.aten._masked_softmax(s, ~m, None, None)),
+                   ("softmax", lambda: torch.softmax(s.masked_fill(~m, float("-inf")), -1))):
+    try:
+        call()
+        print(name, "ran")
+    except RuntimeError as err:
+        print(name, "refused" if "not allowed in this exercise" in str(err) else err)
+"""
+    from teaching.sandbox import RUNNER
+
+    def run(names):
+        out = subprocess.run([sys.executable, "-c", probe, str(RUNNER), names], capture_output=True, text=True,
+                             encoding="utf-8", timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return dict(line.split(" ", 1) for line in out.stdout.splitlines())
+
+    assert run(",".join(_rule("04", "masking_softmax")[1])) == {"_masked_softmax": "refused", "softmax": "ran"}
+    assert run("attend,_") == {"_masked_softmax": "ran", "softmax": "ran"}
 
 
 def test_a_rule_reads_a_positional_argument_too():
