@@ -155,12 +155,17 @@ def _companion_requirements() -> list[str]:
     try:
         return _requirements(metadata.distribution("attention-course-companion"))
     except metadata.PackageNotFoundError:
-        import tomllib  # noqa: PLC0415
-
         from packaging.requirements import Requirement  # noqa: PLC0415
 
-        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
-            return [Requirement(r).name for r in tomllib.load(f)["project"]["dependencies"]]
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+        try:
+            import tomllib  # noqa: PLC0415 (Python 3.11)
+
+            lines = tomllib.loads(text)["project"]["dependencies"]
+        except ModuleNotFoundError:  # Python 3.10: the list's quoted strings
+            block = text.partition("\ndependencies = [")[2].partition("\n]")[0]
+            lines = re.findall(r'^\s*"([^"]+)"', block, flags=re.M)
+        return [Requirement(r).name for r in lines]
 
 
 @functools.lru_cache(maxsize=1)
