@@ -91,7 +91,7 @@ def failed_rows(task, why: str) -> list[dict]:
 
 def last_for_the_oom_killer() -> bool:
     """Make this process (and the workers it starts) the last the kernel's OOM killer picks; the
-    sandboxes are the first (:mod:`teaching.sandbox`). Lowering it needs root; returns whether it held."""
+    sandboxes are the first (:mod:`teaching.limits`). Lowering it needs root; returns whether it held."""
     try:
         with open("/proc/self/oom_score_adj", "w", encoding="utf-8") as f:
             f.write("-999")

@@ -72,24 +72,139 @@ def short_error(err: BaseException) -> str:
 # torch.ops.aten._native_multi_head_attention, a reloaded or re-executed torch.nn.functional).
 # (op, dispatch key): a composite op is refused where it decomposes, the others on the CPU.
 KERNELS = {
-    "torch.nn.functional.scaled_dot_product_attention": (
-        ("scaled_dot_product_attention", "CompositeImplicitAutograd"),
-        ("_scaled_dot_product_attention_math", "CompositeImplicitAutograd"),
-        ("_scaled_dot_product_flash_attention_for_cpu", "CPU")),
     "torch._native_multi_head_attention": (("_native_multi_head_attention", "CPU"),),
     "torch.nn.functional.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.special.entr": (("special_entr", "CPU"),),
 }
+# A family of ops found by name in the dispatcher, not listed: the function's own op and every
+# aten op whose name starts with the prefix (its kernels, fused or not, their backward and
+# whatever a later torch adds). Refused, at every dispatch key with a kernel, where the function
+# is; its argument rules hold for every op of the family.
+SDPA = "torch.nn.functional.scaled_dot_product_attention"
+OP_FAMILIES = {SDPA: ("scaled_dot_product_attention", "_scaled_dot_product_")}  # (the op, the prefix)
+KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "MPS", "XPU")
+# FlexAttention computes the same attention, with any mask, score change and grouped heads:
+# refused (its higher-order ops and its Python entry points) wherever a rule names SDPA, with
+# an argument or without (no argument of its own says what it does).
+FLEX_HOPS = ("flex_attention", "flex_attention_backward")
+FLEX_FUNCTIONS = ("torch.nn.attention.flex_attention.flex_attention",
+                  "torch._higher_order_ops.flex_attention.math_attention",
+                  "torch._higher_order_ops.flex_attention.sdpa_dense")
+
+
+def family_of(name: str) -> str | None:
+    """The public function (dotted) whose op family the op or function ``name`` (its own name,
+    no overload) belongs to: ``_scaled_dot_product_attention_math`` is SDPA's."""
+    for dotted, (own, prefix) in OP_FAMILIES.items():
+        if name == own or name.startswith(prefix):
+            return dotted
+    return None
+
+
+def family_kernels(torch, dotted: str) -> list[tuple[str, str]]:
+    """(op with its overload, dispatch key) for every op of ``dotted``'s family and every key
+    of :data:`KERNEL_KEYS` where it has a kernel."""
+    found = []
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, op = full.partition("::")
+        if namespace != "aten" or family_of(op.partition(".")[0]) != dotted:
+            continue
+        found += [(op, key) for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(full, key)]
+    return found
+
+
+def _grouped(func, args, kwargs) -> bool:
+    """Whether an op gets fewer key heads than query heads, (B, H, N, D): grouped-query
+    attention, which ``enable_gqa`` turns on and some kernels do without being asked."""
+    q, k = _argument(func, "query", args, kwargs), _argument(func, "key", args, kwargs)
+    return all(hasattr(t, "dim") and t.dim() >= 4 for t in (q, k)) and q.shape[-3] != k.shape[-3]
+
+
+IMPLIED = {"enable_gqa": _grouped}  # what an argument turns on, seen in the inputs of an op that lacks it
+
+
+def refuse_flex_attention(torch) -> None:
+    """FlexAttention's higher-order ops refuse at every dispatch key and mode they have a
+    kernel for, and its Python entry points under every name torch's modules give them."""
+    try:
+        import torch._higher_order_ops.flex_attention  # noqa: F401, PLC0415
+        import torch.nn.attention.flex_attention  # noqa: F401, PLC0415
+        from torch._ops import _higher_order_ops  # noqa: PLC0415
+    except Exception:  # noqa: BLE001 (a torch without it: nothing to refuse)
+        return
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f"FlexAttention is not allowed in this exercise ({SDPA} is named): write it yourself")
+
+    for name in FLEX_HOPS:
+        hop = _higher_order_ops.get(name)
+        if hop is None:
+            continue
+        for table in ("py_kernels", "python_key_table", "functorch_table"):
+            kernels = getattr(hop, table, None)
+            if isinstance(kernels, dict):
+                for key in list(kernels):
+                    kernels[key] = refuse
+        cache = getattr(hop, "_dispatch_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+    for dotted in FLEX_FUNCTIONS:
+        try:
+            refuse_everywhere(torch, dotted)
+        except Exception:  # noqa: BLE001, S112 (moved in another torch)
+            continue
+
+
+def refuse_namesakes(torch, answer_names) -> list:
+    """Torch's namesakes of what the answer must define, as the companion's are stubbed: every
+    aten op whose name, without its leading underscores, is one of ``answer_names`` is refused
+    at every dispatch key of :data:`KERNEL_KEYS` where it has a kernel (chapter 4 asks for
+    ``masked_softmax``: ``aten._masked_softmax`` goes). Returns the library that holds them."""
+    import warnings  # noqa: PLC0415
+
+    wanted = {n for n in answer_names if isinstance(n, str) and n.strip("_")}
+    lib = None
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, op = full.partition("::")
+        if namespace != "aten" or op.partition(".")[0].lstrip("_") not in wanted:
+            continue
+        for key in KERNEL_KEYS:
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
+                continue
+            if lib is None:
+                lib = torch.library.Library("aten", "IMPL")
+
+            def refuse(*args, _name=f"torch.ops.aten.{op.partition('.')[0]}", _lib=lib, **kwargs):
+                raise RuntimeError(f"{_name} is not allowed in this exercise (the exercise asks for it): "
+                                   "write it yourself")
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lib.impl(op, refuse, key)
+    return [lib] if lib is not None else []
+
+
 def refuse_kernels(torch, names) -> list:
     """Registers the refusals; returns the ``torch.library.Library`` objects. Each refusal the
     dispatcher holds keeps its library alive: no module global holds them (no
-    ``__main__._libraries``)."""
+    ``__main__._libraries``). A function with an op family (:data:`OP_FAMILIES`) is refused with
+    its whole family; an argument rule on it refuses, at the dispatcher, every kernel of the
+    family that does what the argument turns on (:data:`IMPLIED`) without it."""
     import warnings  # noqa: PLC0415
 
     lib, done, libraries = None, set(), []
+    rules = argument_rules(names)
     for dotted in names:
-        for op, key in KERNELS.get(dotted, ()):
+        function = dotted.partition("(")[0]
+        if function in OP_FAMILIES:
+            refuse_flex_attention(torch)
+        if "(" in dotted:
+            continue
+        pairs = [*KERNELS.get(dotted, ())]
+        if dotted in OP_FAMILIES:
+            pairs += family_kernels(torch, dotted)
+        for op, key in pairs:
             if (op, key) in done:
                 continue
             done.add((op, key))
@@ -103,6 +218,37 @@ def refuse_kernels(torch, names) -> list:
             with warnings.catch_warnings():  # "overriding a previously registered kernel": the point
                 warnings.simplefilter("ignore")
                 lib.impl(op, refuse, key)
+    for dotted in OP_FAMILIES:
+        implied = [a for a in rules.get(dotted.rpartition(".")[2], ()) if a in IMPLIED]
+        if not implied or dotted in names:
+            continue
+        guarded = torch.library.Library("aten", "IMPL")
+        libraries.append(guarded)
+        kernels = family_kernels(torch, dotted)
+        composite = {op for op, key in kernels if key == "CompositeImplicitAutograd"}
+        for op in sorted({op for op, _ in kernels}):
+            # a composite op: at the CPU's autograd key (an alias would lose to the composite
+            # kernel), then its own decomposition, which records the graph; any other: after
+            # autograd (the graph is recorded), before the kernel itself
+            key = "AutogradCPU" if op in composite else "ADInplaceOrView"
+            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key):
+                continue
+            packet = getattr(torch.ops.aten, op.partition(".")[0])
+            overload = getattr(packet, op.partition(".")[2] or "default")
+
+            def guard(*args, _op=overload, _lib=guarded, _composite=op in composite, **kwargs):
+                for arg in implied:
+                    if _argument(_op, arg, args, kwargs) or IMPLIED[arg](_op, args, kwargs):
+                        raise RuntimeError(f"{dotted}({arg}=True) is not allowed in this exercise, nor "
+                                           f"{_op} doing the same: write it yourself")
+                if _composite:
+                    return _op.decompose(*args, **kwargs)
+                with torch._C._AutoDispatchBelowADInplaceOrView():
+                    return _op(*args, **kwargs)
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                guarded.impl(op, guard, key)
     return libraries
 
 
@@ -110,15 +256,11 @@ def refuse_kernels(torch, names) -> list:
 # list has, a module reloaded from torch's own source, an argument that does the exercise's work):
 # logged while the student's code runs and reported with the grade, for the instructor to judge.
 # A family is watched in an exercise whose not_allowed names one of its torch functions.
-_SDPA = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_fused_sdp_choice",
-         "_scaled_dot_product_attention_math_for_mps",
-         *(f"_scaled_dot_product_{k}_attention{b}" for k in ("flash", "efficient", "cudnn", "fused")
-           for b in ("", "_backward")),
-         "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
-         "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward")
+_SDPA = ("_fused_sdp_choice",)  # and, by name, SDPA's op family (OP_FAMILIES: its op, every _scaled_dot_product_*)
 FAMILIES = {  # exact names (a function's, an op's without its overload): cross_entropy is not entr
     "scaled dot-product attention": {
-        "names": ("scaled_dot_product_attention",), "ops": _SDPA, "functions": _SDPA, "modules": ()},
+        "names": ("scaled_dot_product_attention",), "ops": _SDPA, "functions": _SDPA, "modules": (),
+        "op_families": (SDPA,)},
     "multi-head attention": {
         "names": ("multi_head_attention", "MultiheadAttention"),
         "ops": ("_native_multi_head_attention", "_masked_softmax", "_masked_softmax_backward"),
@@ -153,6 +295,8 @@ def _argument(func, arg: str, args: tuple, kwargs: dict):
         return kwargs[arg]
     names = None
     schema = getattr(func, "_schema", None)
+    if schema is None and hasattr(func, "overloads"):  # torch.ops.aten.x (a packet): its default overload's
+        schema = getattr(getattr(func, "default", None), "_schema", None)
     if schema is not None:
         names = [a.name for a in schema.arguments if not a.kwarg_only]
     else:
@@ -185,7 +329,9 @@ class Evidence:
     ``torch._C._nn`` and ``torch.ops.aten`` alike), the watched aten kernels that ran (a
     ``TorchDispatchMode``) and the watched ``torch.nn`` modules whose forward ran (a global
     forward hook, which sees a class reloaded from torch's source too: it goes by the class's
-    name and module). It also refuses the arguments :func:`argument_rules` names.
+    name and module). It also refuses the arguments :func:`argument_rules` names, in every op
+    of the function's family (:data:`OP_FAMILIES`), and an op of the family whose inputs do
+    what such an argument turns on (:data:`IMPLIED`: grouped heads without ``enable_gqa``).
 
     It runs in the student's process, and so does its log: code that removes the modes or the
     hook before it does its work is not seen, and code that finds this object (the stack, the
@@ -203,20 +349,27 @@ class Evidence:
         functions = tuple(o for f in fams for o in f["functions"])
         modules = {m for f in fams for m in f["modules"]}
         rules = argument_rules(names)
+        watched = {d for f in fams for d in f.get("op_families", ())}  # by name: OP_FAMILIES
         log = self
 
         def refuse_arguments(func, name, args, kwargs):
-            for arg in rules.get(name, ()):
+            family = family_of(name)  # a rule on scaled_dot_product_attention holds for its whole family
+            own = rules.get(name, ()) or rules.get(family.rpartition(".")[2], ()) if family else rules.get(name, ())
+            for arg in own:
                 if _argument(func, arg, args, kwargs):
                     log.add(f"refused: {name}({arg}=True)")
                     raise RuntimeError(f"{name}({arg}=True) is not allowed in this exercise: write it yourself")
+                if arg in IMPLIED and family and IMPLIED[arg](func, args, kwargs):
+                    log.add(f"refused: {name} doing what {arg}=True does")
+                    raise RuntimeError(f"{name} with the inputs {arg}=True takes is not allowed in this exercise: "
+                                       "write it yourself")
 
         class Functions(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 name = _base_name(func)
                 refuse_arguments(func, name, args, kwargs)
-                if name in functions:
+                if name in functions or (family_of(name) in watched):
                     log.add(f"called {name}")
                 return func(*args, **kwargs)
 
@@ -225,7 +378,7 @@ class Evidence:
                 kwargs = kwargs or {}
                 name = _base_name(func)
                 refuse_arguments(func, name, args, kwargs)  # an op called below the functions' mode
-                if name in ops:
+                if name in ops or (family_of(name) in watched):
                     log.add(f"ran {func}")
                 return func(*args, **kwargs)
 
@@ -234,7 +387,7 @@ class Evidence:
             if cls.__name__ in modules and cls.__module__.startswith("torch.nn"):
                 log.add(f"ran {cls.__module__}.{cls.__name__}.forward")
 
-        self.modes = (Functions, Kernels if ops else None)
+        self.modes = (Functions, Kernels if ops or rules else None)  # a rule holds below the functions too
         self.watching = bool(fams or rules)
         if modules:
             torch.nn.modules.module.register_module_forward_pre_hook(hook)
@@ -654,7 +807,7 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
             refuse_everywhere(torch, dotted)
     # kept in this function's frame, not in a module's namespace; the student's code can still
     # reach them (the stack, the garbage collector): see Evidence
-    kept = refuse_kernels(torch, job.get("torch_not_allowed", ()))
+    kept = [*refuse_kernels(torch, job.get("torch_not_allowed", ())), *refuse_namesakes(torch, job.get("names", ()))]
     evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}

@@ -186,11 +186,12 @@ def _run(box, source: str):
 def test_3_the_kernel_counts_what_the_watch_does_not_see(tmp_path, monkeypatch):
     """With the grader's own watch blind (it reads no memory at all), the sandbox's memory cgroup
     still stops it: the kernel counts every page of all its processes."""
+    import teaching.limits as limits
     import teaching.sandbox as sandbox
 
     if not sandbox.memory_counted_by_kernel():
         pytest.skip("this machine gives the grader no memory cgroup")
-    monkeypatch.setattr(sandbox, "_resident", lambda pid: 0)
+    monkeypatch.setattr(limits, "_resident", lambda pid: 0)
     box = _sandbox(tmp_path, resident_bytes=700 * 2**20)
     try:
         with pytest.raises(sandbox.AnswerError, match="as the kernel counts it"):

@@ -59,7 +59,54 @@ ATTACKS = {
                         "import torch.nn.functional as F\n"
                         "def gqa_attention(q, k, v, mask=None):\n"
                         "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"),
+    # torch's namesake of what the exercise asks for (aten._masked_softmax: True = masked out)
+    "torch-masked-softmax": ("04", "masking_softmax",
+                             "import torch\n"
+                             "def masked_softmax(scores, mask):\n"
+                             "    return torch.ops.aten._masked_softmax(scores, ~mask, None, None).nan_to_num(0.0)\n"),
+    # red team round 2, H1: the unfused math op takes enable_gqa too
+    "sdpa-math-enable-gqa": ("11", "gqa_heads",
+                             "import torch\n"
+                             "def gqa_attention(q, k, v, mask=None):\n"
+                             "    bias = None if mask is None else torch.zeros(mask.shape).masked_fill(~mask, float('-inf'))\n"
+                             "    return torch.ops.aten._scaled_dot_product_attention_math(\n"
+                             "        q, k, v, attn_mask=bias, enable_gqa=True)[0]\n"),
+    # the CPU's fused kernel groups the heads itself, without the argument
+    "flash-cpu-grouped-heads": ("11", "gqa_heads",
+                                "import torch\n"
+                                "def gqa_attention(q, k, v, mask=None):\n"
+                                "    bias = None if mask is None else torch.zeros(mask.shape).masked_fill(~mask, float('-inf'))\n"
+                                "    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(\n"
+                                "        q, k, v, attn_mask=bias)[0]\n"),
+    # red team round 2, H2: FlexAttention's eager path, its front end and its math function
+    "flex-attention-eager": ("11", "gqa_heads",
+                             "import torch\nimport torch.nn.attention.flex_attention as fa\n"
+                             "fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True  # no torch.compile: eager\n"
+                             "def gqa_attention(q, k, v, mask=None):\n"
+                             "    def score_mod(s, b, h, i, j):\n"
+                             "        return s if mask is None else torch.where(mask[i, j], s, float('-inf'))\n"
+                             "    return fa.flex_attention(q, k, v, score_mod=score_mod, enable_gqa=True)\n"),
+    "flex-math-attention": ("11", "gqa_heads",
+                            "import sys, torch\nimport torch._higher_order_ops.flex_attention\n"
+                            "from torch.nn.attention.flex_attention import create_block_mask\n"
+                            "flex = sys.modules['torch._higher_order_ops.flex_attention']\n"
+                            "def gqa_attention(q, k, v, mask=None):\n"
+                            "    n = q.shape[-2]\n"
+                            "    def keep(b, h, i, j):\n"
+                            "        return torch.ones_like(i, dtype=torch.bool) if mask is None else mask[i, j]\n"
+                            "    blocks = create_block_mask(keep, None, None, n, n, device='cpu')\n"
+                            "    return flex.math_attention(q, k, v, lambda s, b, h, i, j: s, blocks.as_tuple(),\n"
+                            "                               q.shape[-1] ** -0.5, {})[0].to(q.dtype)\n"),
+    # red team round 2, H2: an installed package (the test extra's transformers)
+    "transformers-repeat-kv": ("11", "gqa_heads",
+                               "import torch.nn.functional as F\n"
+                               "from transformers.models.llama.modeling_llama import repeat_kv\n"
+                               "def gqa_attention(q, k, v, mask=None):\n"
+                               "    n = q.shape[1] // k.shape[1]\n"
+                               "    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), attn_mask=mask)\n"),
 }
+# what the CSV's status says for an attack that is not refused by name (default: "not allowed in this exercise")
+REFUSAL = {"transformers-repeat-kv": "No module named 'transformers'"}
 
 
 def instructor_answer(chapter: str, answer_id: str) -> str:
@@ -79,7 +126,7 @@ def run_answer(source: str, name: str, chapter: str, *args):
 
 def _inputs(attack: str):
     g = torch.Generator().manual_seed(1)
-    if attack in ("private-masked-softmax", "sibling-online-softmax"):
+    if attack in ("private-masked-softmax", "sibling-online-softmax", "torch-masked-softmax"):
         scores = torch.randn(2, 3, 5, generator=g)
         mask = torch.rand(2, 3, 5, generator=g) > 0.3
         mask[0, 1] = False  # a fully masked row
@@ -94,7 +141,9 @@ def _inputs(attack: str):
         q, k, v = (torch.randn(7, 4, generator=g, dtype=torch.float64) for _ in range(3))
         return "tiled_head", (q, k, v, 3)
     q, k, v = torch.randn(2, 4, 5, 3, generator=g), torch.randn(2, 2, 5, 3, generator=g), torch.randn(2, 2, 5, 3, generator=g)
-    return "gqa_attention", (q, k, v)
+    from companion.masks import causal_mask
+
+    return "gqa_attention", (q, k, v, causal_mask(5))
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
@@ -259,6 +308,44 @@ def entr():
 def sdpa_plain():
     q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8)
     F.scaled_dot_product_attention(q, k, k)
+def _gqa():
+    return torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+def sdpa_math_gqa():
+    q, k = _gqa()
+    torch.ops.aten._scaled_dot_product_attention_math(q, k, k, enable_gqa=True)
+def sdpa_math_plain():
+    q, _ = _gqa()
+    torch.ops.aten._scaled_dot_product_attention_math(q, q, q)
+def flash_grouped():
+    q, k = _gqa()
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)
+def flash_grouped_unwatched():  # below torch function modes, tensors that skip ADInplaceOrView
+    with torch._C.DisableTorchFunction(), torch.inference_mode():
+        q, k = _gqa()
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)
+def flash_grouped_no_torch_function():
+    with torch._C.DisableTorchFunction():
+        q, k = _gqa()
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k)
+def sdpa_math_gqa_no_torch_function():
+    with torch._C.DisableTorchFunction():
+        q, k = _gqa()
+        torch.ops.aten._scaled_dot_product_attention_math(q, k, k, enable_gqa=True)
+def flash_same_heads():
+    q, _ = _gqa()
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
+def flex_eager():
+    import torch.nn.attention.flex_attention as fa
+    fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+    q, k = _gqa()
+    fa.flex_attention(q, k, k, enable_gqa=True)
+def flex_math():
+    import torch._higher_order_ops.flex_attention
+    from torch.nn.attention.flex_attention import create_block_mask
+    q, k = _gqa()
+    blocks = create_block_mask(lambda b, h, i, j: i >= j, None, None, 5, 5, device="cpu")
+    sys.modules["torch._higher_order_ops.flex_attention"].math_attention(
+        q, k, k, lambda s, b, h, i, j: s, blocks.as_tuple(), 0.35, {})
 for call in sys.argv[3].split(","):
     evidence.flags.clear()
     try:
@@ -323,6 +410,86 @@ def test_enable_gqa_is_refused_through_the_op_and_its_overload():
     assert got["sdpa_plain"] == ("ran", ""), got
 
 
+def test_enable_gqa_is_refused_in_every_op_of_the_family():
+    """Red team round 2, H1: the unfused math op (``_scaled_dot_product_attention_math``) takes
+    ``enable_gqa`` too, and the CPU's fused kernel groups the heads without being asked. The rule
+    on ``scaled_dot_product_attention(enable_gqa=True)`` holds for every op named
+    ``_scaled_dot_product_*``: the argument, and inputs with fewer key heads than query heads
+    (refused at the dispatcher too, below the modes a student can remove)."""
+    got = torch_probe(_names("11", "gqa_heads"), ["sdpa_math_gqa", "flash_grouped", "flash_grouped_no_torch_function",
+                                                  "sdpa_math_gqa_no_torch_function", "flash_grouped_unwatched",
+                                                  "sdpa_math_plain", "flash_same_heads", "sdpa_plain"])
+    assert got["sdpa_math_gqa"][0] == "refused" and "enable_gqa" in got["sdpa_math_gqa"][1], got
+    assert got["flash_grouped"][0] == "refused" and "enable_gqa" in got["flash_grouped"][1], got
+    for call in ("flash_grouped_no_torch_function", "sdpa_math_gqa_no_torch_function", "flash_grouped_unwatched"):
+        assert got[call][0] == "refused", got
+    for call in ("sdpa_math_plain", "flash_same_heads", "sdpa_plain"):  # what the statement allows
+        assert got[call] == ("ran", ""), got
+
+
+def test_flex_attention_is_refused_where_sdpa_is_named():
+    """Red team round 2, H2: FlexAttention's eager path (its front end without torch.compile,
+    its higher-order op, its ``math_attention``) answers an attention exercise; it is refused
+    wherever a rule names ``scaled_dot_product_attention``, with an argument or without."""
+    calls = ["flex_eager", "flex_math"]
+    assert torch_probe([], calls) == {c: ("ran", "") for c in calls}  # the attacks work
+    for chapter, answer_id in (("11", "gqa_heads"), ("03", "self_plain")):
+        got = torch_probe(_names(chapter, answer_id), calls)
+        assert all(got[c][0] == "refused" for c in calls), (answer_id, got)
+
+
+def test_the_sdpa_family_is_refused_by_name_where_sdpa_is():
+    """Every aten op named ``_scaled_dot_product_*`` is refused at the dispatcher where
+    ``scaled_dot_product_attention`` is (a family by its name, not a list), and flagged."""
+    import importlib.util
+
+    from teaching.sandbox import RUNNER
+
+    spec = importlib.util.spec_from_file_location("runner_for_family", RUNNER)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    ops = {op.partition(".")[0] for op, _ in runner.family_kernels(torch, runner.SDPA)}
+    every = {n.partition("::")[2].partition(".")[0] for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith(("aten::_scaled_dot_product_", "aten::scaled_dot_product_attention"))}
+    on_cpu = {n for n in every if any(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{n}", k)
+                                      for k in ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd"))}
+    assert {"_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu"} <= on_cpu <= ops, \
+        sorted(on_cpu - ops)
+    got = torch_probe(_names("03", "self_plain"), ["sdpa_math_plain", "flash_same_heads", "flash_grouped_unwatched"])
+    assert all(result == "refused" for result, _ in got.values()), got
+    assert "_scaled_dot_product_flash_attention_for_cpu" in got["flash_same_heads"][1], got
+
+
+def test_torch_namesakes_of_the_answer_are_refused():
+    """As the companion's namesakes are stubbed, torch's are refused: chapter 4 asks for
+    ``masked_softmax``, so ``aten._masked_softmax`` (and only it) refuses in that exercise."""
+    probe = r"""
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+kept = runner.refuse_namesakes(torch, sys.argv[2].split(","))
+s, m = torch.randn(2, 5), torch.rand(2, 5) > 0.5
+for name, call in (("_masked_softmax", lambda: torch.ops.aten._masked_softmax(s, ~m, None, None)),
+                   ("softmax", lambda: torch.softmax(s.masked_fill(~m, float("-inf")), -1))):
+    try:
+        call()
+        print(name, "ran")
+    except RuntimeError as err:
+        print(name, "refused" if "not allowed in this exercise" in str(err) else err)
+"""
+    from teaching.sandbox import RUNNER
+
+    def run(names):
+        out = subprocess.run([sys.executable, "-c", probe, str(RUNNER), names], capture_output=True, text=True,
+                             encoding="utf-8", timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return dict(line.split(" ", 1) for line in out.stdout.splitlines())
+
+    assert run(",".join(_rule("04", "masking_softmax")[1])) == {"_masked_softmax": "refused", "softmax": "ran"}
+    assert run("attend,_") == {"_masked_softmax": "ran", "softmax": "ran"}
+
+
 def test_a_rule_reads_a_positional_argument_too():
     """An op that takes the argument by position is judged on it all the same (the op's schema
     or the function's signature says where it is)."""
@@ -365,6 +532,34 @@ def test_nothing_is_refused_or_flagged_where_nothing_is_forbidden():
     assert all(v == ("ran", "") for v in got.values()), got
 
 
+@needs_bwrap
+def test_only_the_companions_dependencies_are_installed_in_the_sandbox():
+    """Red team round 2, H2: an installed package (the test extra's transformers) answered an
+    exercise. The sandbox shows only the companion's dependencies and theirs: the rest of
+    site-packages, and the system's dist-packages, are not there to import, whatever the path."""
+    from teaching.sandbox import Limits, allowed_site_entries, sandbox_command
+
+    cmd = sandbox_command([ROOT / "companion"], [ROOT.resolve()], Limits())
+    assert cmd[-1] == "/grader/runner.py"
+    probe = ("import importlib, sys, os\nsys.path += ['/usr/lib/python3/dist-packages']\nout = {}\n"
+             "for m in ['torch', 'numpy', 'matplotlib.pyplot', 'einops', 'transformers', 'rotary_embedding_torch',"
+             " 'nbformat', 'pytest']:\n"
+             "    try:\n        importlib.import_module(m)\n        out[m] = 'ok'\n"
+             "    except ImportError:\n        out[m] = 'missing'\n"
+             "site = [p for p in sys.path if p.endswith('-packages') and os.path.isdir(p)]\n"
+             "out['files'] = sorted(e for p in site for e in os.listdir(p))\nprint(out)\n")
+    run = subprocess.run([*cmd[:-1], "-c", probe], capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
+    for needed in ("torch", "numpy", "matplotlib.pyplot", "einops"):
+        assert got[needed] == "ok", got
+    for other in ("transformers", "rotary_embedding_torch", "nbformat", "pytest"):
+        assert got[other] == "missing", got
+    allowed = {e for entries in allowed_site_entries().values() for e in entries}
+    assert set(got["files"]) <= allowed, sorted(set(got["files"]) - allowed)
+    assert not any(e.startswith("transformers") or e.endswith(".pth") for e in got["files"]), got["files"]
+
+
 # -- a class graded: the attackers score 0 on their exercise, the honest student full marks -------------
 
 @needs_bwrap
@@ -397,4 +592,4 @@ def test_a_class_of_library_attackers_and_an_honest_student(tmp_path):
     for student, (_, answer_id, _) in ATTACKS.items():
         row = next(r for r in rows if r["student"] == student and r["cell"] == f"{answer_id}_check")
         assert float(row["score"]) == 0.0, row
-        assert "not allowed in this exercise" in row["status"], row
+        assert REFUSAL.get(student, "not allowed in this exercise") in row["status"], row
