@@ -1,15 +1,15 @@
 """Attention across devices (chapter 13): three ways to split the work among ``P`` ranks.
 
-- :mod:`.tensor_parallel`  heads across devices (Megatron-LM): column- and row-parallel
+- :mod:`~companion.distributed.tensor_parallel`  heads across devices (Megatron-LM): column- and row-parallel
                            projections, one all-reduce per sublayer
-- :mod:`.ring`             the sequence across devices (Ring Attention): key/value blocks passed
+- :mod:`~companion.distributed.ring`             the sequence across devices (Ring Attention): key/value blocks passed
                            around a ring, partial softmaxes merged with chapter 12's rule
-- :mod:`.data_parallel`    the batch across devices (``DistributedDataParallel``)
-- :mod:`.launch`           processes on the loopback address (gloo on CPUs, NCCL on GPUs),
+- :mod:`~companion.distributed.data_parallel`    the batch across devices (``DistributedDataParallel``)
+- :mod:`~companion.distributed.launch`           processes on the loopback address (gloo on CPUs, NCCL on GPUs),
                            errors that name the failed rank, counting what is sent
 
 Each split has a version with the ranks simulated in one process (lists of shards), used by
-the exercises, and one that runs on real processes through :func:`launch.launch`.
+the exercises, and one that runs on real processes through :func:`~companion.distributed.launch.launch`.
 """
 
 from . import data_parallel, launch, ring, tensor_parallel

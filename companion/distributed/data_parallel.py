@@ -102,7 +102,7 @@ def data_parallel_training(world_size: int, batches: torch.Tensor, seed: int, *,
                            scale: str = "cpu") -> list[dict]:
     """Train chapter 10's GPT with DDP on ``world_size`` processes, each on its ``1/P`` slice
     of every global batch. Each rank returns its ``state`` (weights), ``losses``, the number of
-    ``parameters`` and the :class:`CommLog` summary of DDP's all-reduces."""
+    ``parameters`` and the :class:`~companion.distributed.launch.CommLog` summary of DDP's all-reduces."""
     require_positive_int("world_size", world_size)
     if batches.shape[1] % (world_size * accumulate):
         raise ValueError(f"the global batch of {batches.shape[1]} must split into world_size={world_size} "

@@ -7,7 +7,7 @@ address ``127.0.0.1`` at a free port chosen at run time, with
 
 - the ``gloo`` backend and the CPU, or
 - ``nccl`` and GPU ``cuda:rank``, only when ``scale="gpu"``, the course's device policy
-  (:func:`companion.default_device`) gives CUDA and there is one GPU per rank.
+  (:func:`companion.device.default_device`) gives CUDA and there is one GPU per rank.
 
 What each rank returns comes back to the caller as a list, rank 0 first. Every group is
 destroyed and every process joined, also on error: when a rank raises or dies, the others
@@ -216,7 +216,8 @@ def _failure(procs, errors, world_size) -> RankFailed:
 # --- counting what is sent -------------------------------------------------------------------
 
 class CommLog:
-    """Counts the collectives called through :func:`all_reduce` and :class:`RingPass`:
+    """Counts the collectives called through :func:`~companion.distributed.launch.all_reduce` and
+    :class:`~companion.distributed.launch.RingPass`:
     ``calls[(op, phase)]`` and ``payload[(op, phase)]`` (bytes of the tensors handed in), and
     ``sent[(op, phase)]``, the bytes this rank puts on the wire:
 
@@ -254,7 +255,7 @@ def all_reduce(tensor: torch.Tensor, log: CommLog | None = None, phase: str = "f
 class RingPass:
     """One step of a ring, started: ``send`` goes to rank ``r + 1`` while a tensor of the same
     shape arrives from rank ``r - 1`` (mod ``P``). Compute on what you hold meanwhile, then
-    :meth:`wait` returns what arrived (Ring Attention hides the transfer behind the compute)."""
+    ``wait()`` returns what arrived (Ring Attention hides the transfer behind the compute)."""
 
     def __init__(self, send: torch.Tensor, log: CommLog | None = None, phase: str = "forward"):
         rank, world = dist.get_rank(), dist.get_world_size()

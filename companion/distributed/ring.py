@@ -261,7 +261,7 @@ class _RingAttention(torch.autograd.Function):
 
 def ring_attention(q, k, v, causal: bool = False, layout: str = "contiguous", log: CommLog | None = None,
                    stats: dict | None = None) -> torch.Tensor:
-    """Ring Attention on the calling rank (inside :func:`~companion.distributed.launch`):
+    """Ring Attention on the calling rank (inside :func:`~companion.distributed.launch.launch`):
     ``q, k, v (B, H, N/P, D)`` are this rank's blocks (:func:`shard_sequence`); returns this
     rank's block of the output, differentiable. ``stats`` (a dict) receives the ``work`` per
     step and ``held_elements``, the most numbers the rank held at once."""

@@ -238,14 +238,14 @@ def tensor_parallel_block(world_size: int, *, d_model: int = 32, num_heads: int 
                           timeout: float = 60.0, scale: str = "cpu") -> list[dict]:
     """Run :func:`make_block` split over ``world_size`` processes, forward and backward on
     :func:`make_inputs`. Each rank returns ``out``, ``x_grad``, its parameters' ``grads`` and
-    its :class:`CommLog` summary; :func:`gather_block_grads` puts the shards back together."""
+    its :class:`~companion.distributed.launch.CommLog` summary; :func:`gather_block_grads` puts the shards back together."""
     _check_world(num_heads, world_size)
     return launch(_tensor_parallel_rank, world_size,
                   (d_model, num_heads, d_ff, batch, length, seed, causal), timeout=timeout, scale=scale)
 
 
 def gather_block_grads(results: list[dict]) -> dict[str, torch.Tensor]:
-    """The ranks' gradients in the names and layout of :class:`EncoderLayer`'s parameters:
+    """The ranks' gradients in the names and layout of :class:`~companion.models.blocks.EncoderLayer`'s parameters:
     sharded ones concatenated back, replicated ones taken from rank 0."""
     g = [r["grads"] for r in results]
     qkv = [s["attn.w_qkv"].chunk(3) for s in g]  # per rank: its rows of W^Q, W^K, W^V
