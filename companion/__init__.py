@@ -27,6 +27,8 @@ Each module holds one idea of the book:
 - :mod:`companion.profiling`  timing, memory and parameter counts
 - :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
+- :mod:`companion.distributed` attention across devices: heads (tensor parallel), sequence (ring
+                              attention), batch (DDP); imported on its own (``import companion.distributed``)
 """
 
 import warnings as _warnings

@@ -581,3 +581,39 @@ def tiled_head_grads(q, k, v, d_out, block):
     return torch.autograd.grad((y * d_out).sum(), (q, k, v))
 """,
 }
+
+ANSWERS["13_attention_across_devices"] = {
+    "dist_heads": """
+def qkv_shard(w_qkv, world_size, rank):
+    D = w_qkv.shape[1]
+    n = D // world_size
+    start, stop = rank * n, (rank + 1) * n
+    parts = [w_qkv[i * D + start:i * D + stop] for i in range(3)]
+    return torch.cat(parts, dim=0)
+""",
+    "dist_merge": """
+def ring_merge(m, l, acc, s, v):
+    m2 = s.max(dim=-1).values
+    w = torch.exp(s - m2.unsqueeze(-1))
+    l2 = w.sum(dim=-1)
+    acc2 = w @ v
+    m_new = torch.maximum(m, m2)
+    f1 = torch.exp(m - m_new)
+    f2 = torch.exp(m2 - m_new)
+    return m_new, f1 * l + f2 * l2, f1.unsqueeze(-1) * acc + f2.unsqueeze(-1) * acc2
+""",
+    "dist_schedule": """
+def busy(world_size):
+    out = torch.zeros(world_size, world_size, dtype=torch.bool)
+    for r in range(world_size):
+        for t in range(world_size):
+            j = (r - t) % world_size
+            out[r, t] = j <= r
+    return out
+""",
+    "dist_bytes": """
+def ring_forward_bytes(batch, heads, length, head_dim, world_size):
+    per_block = 2 * batch * heads * (length // world_size) * head_dim * 4
+    return (world_size - 1) * per_block
+""",
+}

@@ -160,6 +160,17 @@ PLANTS = {
                                 "            s = s.masked_fill(keys > queries, float(\"-inf\"))  # causal\n",
                                 "            # no causal mask inside the diagonal tiles\n"),
     },
+    "13_attention_across_devices": {
+        "wrong": ("dist_schedule", "def busy(world_size):\n    r = torch.arange(world_size)[:, None]\n"
+                  "    t = torch.arange(world_size)[None, :]\n"
+                  "    return t < r  # forgets step 0, each rank's own (diagonal) block\n"),
+        "nan": ("dist_merge", "def ring_merge(m, l, acc, s, v):\n    nan = torch.full_like(m, float('nan'))\n"
+                "    return nan, nan, acc * float('nan')\n"),
+        "raise": ("dist_heads", "def qkv_shard(w_qkv, world_size, rank):\n"
+                  "    return w_qkv.chunk(world_size, dim=2)[rank]  # no dim 2: IndexError\n"),
+        "loop": ("dist_bytes", "def ring_forward_bytes(batch, heads, length, head_dim, world_size):\n"
+                 "    while True:\n        pass\n"),
+    },
 }
 
 

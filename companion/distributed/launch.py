@@ -1,0 +1,285 @@
+"""Start ``P`` processes that talk through ``torch.distributed``, and count what they send.
+
+``launch(fn, world_size, args)`` runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh
+Python processes (``forkserver``, or ``spawn`` where there is none: each imports ``fn`` from
+its module, so ``fn`` must live in a module, never in a notebook cell). Each process joins one process group on the loopback
+address ``127.0.0.1`` at a free port chosen at run time, with
+
+- the ``gloo`` backend and the CPU, or
+- ``nccl`` and GPU ``cuda:rank``, only when ``scale="gpu"``, the course's device policy
+  (:func:`companion.device.default_device`) gives CUDA and there is one GPU per rank.
+
+What each rank returns comes back to the caller as a list, rank 0 first. Every group is
+destroyed and every process joined, also on error: when a rank raises or dies, the others
+are stopped and :class:`RankFailed` names the rank that failed first. A collective that
+waits longer than ``timeout`` seconds fails instead of hanging.
+
+:class:`CommLog` counts the collectives that the course's code calls (calls and bytes),
+through the wrappers :func:`all_reduce` and :class:`RingPass`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue as queue_module
+import socket
+import time
+import traceback
+from collections import Counter
+from datetime import timedelta
+from multiprocessing.connection import wait
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .._validate import require_number, require_positive_int
+from ..device import SCALES, default_device
+
+LOOPBACK = "127.0.0.1"
+
+
+class RankFailed(RuntimeError):
+    """A rank raised, died or timed out; ``rank`` is the one that failed first."""
+
+    def __init__(self, message: str, rank: int | None):
+        super().__init__(message)
+        self.rank = rank
+
+
+def free_port() -> int:
+    """A TCP port on the loopback address that is free now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def choose_backend(world_size: int, scale: str = "cpu") -> str:
+    """``"nccl"`` when ``scale="gpu"``, the device policy gives CUDA and every rank has a GPU
+    of its own; ``"gloo"`` (on the CPU) otherwise."""
+    require_positive_int("world_size", world_size)
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    device = default_device(scale)
+    if (scale == "gpu" and device.type == "cuda" and dist.is_nccl_available()
+            and torch.cuda.device_count() >= world_size):
+        return "nccl"
+    return "gloo"
+
+
+def rank_device() -> torch.device:
+    """The device of this rank: ``cuda:rank`` under NCCL, the CPU under gloo."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", dist.get_rank())
+    return torch.device("cpu")
+
+
+def _context():
+    """``forkserver`` where the system has it: one server process imports torch and the course
+    once, and each launch forks its ranks from it in a fraction of a second (``spawn`` imports
+    torch again in every rank, seconds each). ``spawn`` elsewhere. Both start clean processes
+    that import ``fn`` by name, never a copy of the caller's state."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        # torch._dynamo: DistributedDataParallel imports it when built (seconds, in every rank)
+        ctx.set_forkserver_preload(["companion.distributed", "torch._dynamo"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _peer_error(err: BaseException) -> bool:
+    """True for the errors a rank gets because *another* rank went away."""
+    text = str(err)
+    return isinstance(err, getattr(dist, "DistError", ())) or any(
+        s in text for s in ("Connection closed by peer", "Connection reset", "Broken pipe", "Timed out"))
+
+
+def _rank_main(rank, world_size, port, backend, timeout, fn, args, results):
+    """One process: join the group, run ``fn``, send back its result (or the error), leave."""
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = LOOPBACK, str(port)
+    if backend == "gloo":  # share the cores: P processes, each with its slice of them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    try:
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout))
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        out = fn(rank, world_size, *args)
+        buffer = io.BytesIO()
+        torch.save(_to_cpu(out), buffer)  # bytes, not shared memory: the process may exit first
+        results.put(("ok", rank, buffer.getvalue()))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, then re-raised
+        results.put(("error", rank, _peer_error(err), f"{type(err).__name__}: {err}",
+                     "".join(traceback.format_exception(err))))
+        raise SystemExit(1) from None
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def launch(fn, world_size: int, args: tuple = (), *, timeout: float = 60.0, scale: str = "cpu") -> list:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` processes; return their results.
+
+    ``fn`` must be importable (defined in a module). Raises :class:`RankFailed` naming the rank
+    that failed (its traceback included) when a rank raises or dies, or when the whole run
+    takes longer than ``timeout`` seconds; the other ranks are stopped, none is left behind."""
+    require_positive_int("world_size", world_size)
+    require_number("timeout", timeout, 0, strict=True)
+    if not callable(fn) or "<locals>" in getattr(fn, "__qualname__", "<locals>") \
+            or getattr(fn, "__module__", "__main__") == "__main__":
+        raise TypeError(f"fn must be a function defined at the top of a module (spawn imports it), got {fn!r}")
+    backend = choose_backend(world_size, scale)
+    ctx = _context()
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, backend, timeout, fn, args, results),
+                         daemon=True) for r in range(world_size)]
+    done, errors = {}, {}
+    try:
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            _drain(results, done, errors)
+            dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if errors or dead:
+                break
+            if len(done) == world_size:
+                return [torch.load(io.BytesIO(done[r]), weights_only=True) for r in range(world_size)]
+            if time.monotonic() > deadline:
+                raise RankFailed(f"the {world_size} ranks did not finish within timeout={timeout} s "
+                                 f"(finished: {sorted(done)})", None)
+            wait([p.sentinel for p in procs if p.exitcode is None] + [results._reader], timeout=0.1)
+        # A rank failed: give the others a moment to notice, then stop them.
+        _stop(procs, grace=2.0)
+        _drain(results, done, errors)
+        raise _failure(procs, errors, world_size)
+    finally:
+        _stop(procs, grace=0.0)
+        results.close()
+
+
+def _drain(results, done, errors) -> None:
+    while True:
+        try:
+            message = results.get_nowait()
+        except queue_module.Empty:
+            return
+        if message[0] == "ok":
+            done[message[1]] = message[2]
+        else:
+            errors[message[1]] = message[2:]
+
+
+def _stop(procs, grace: float) -> None:
+    """Join every process; terminate (then kill) those still running after ``grace`` s."""
+    end = time.monotonic() + grace
+    for p in procs:
+        if p.pid is not None:
+            p.join(max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.pid is not None and p.is_alive():
+            p.terminate()
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _failure(procs, errors, world_size) -> RankFailed:
+    """The error naming the rank that failed: one that raised an error of its own, else one
+    that died without a word, else one that stopped because its peers went away."""
+    own = [r for r, (peer, _, _) in sorted(errors.items()) if not peer]
+    silent = [r for r, p in enumerate(procs) if r not in errors and p.exitcode not in (None, 0)]
+    rank = (own or silent or sorted(errors) or [None])[0]
+    others = sorted(r for r in range(world_size) if r != rank)
+    if rank in errors:
+        _, error, trace = errors[rank]
+        return RankFailed(f"rank {rank} of {world_size} raised {error}; ranks {others} were stopped.\n"
+                          f"Its traceback:\n{trace.rstrip()}", rank)
+    code = procs[rank].exitcode if rank is not None else None
+    return RankFailed(f"rank {rank} of {world_size} died (exit code {code}) without reporting an error; "
+                      f"ranks {others} were stopped.", rank)
+
+
+# --- counting what is sent -------------------------------------------------------------------
+
+class CommLog:
+    """Counts the collectives called through :func:`~companion.distributed.launch.all_reduce` and
+    :class:`~companion.distributed.launch.RingPass`:
+    ``calls[(op, phase)]`` and ``payload[(op, phase)]`` (bytes of the tensors handed in), and
+    ``sent[(op, phase)]``, the bytes this rank puts on the wire:
+
+    - point-to-point: the tensor's bytes;
+    - all-reduce of ``n`` bytes over ``P`` ranks: ``2 (P - 1) / P · n``, what the ring
+      algorithm (NCCL's, and the bandwidth-optimal one) sends from each rank: a
+      reduce-scatter then an all-gather, ``P - 1`` chunks of ``n / P`` each.
+    """
+
+    def __init__(self):
+        self.calls, self.payload, self.sent = Counter(), Counter(), Counter()
+
+    def record(self, op: str, phase: str, tensor: torch.Tensor, world_size: int) -> None:
+        n = tensor.numel() * tensor.element_size()
+        self.calls[op, phase] += 1
+        self.payload[op, phase] += n
+        self.sent[op, phase] += 2 * (world_size - 1) * n // world_size if op == "all_reduce" else n
+
+    def summary(self) -> dict:
+        """Plain dict ``{"op/phase": (calls, payload bytes, sent bytes)}``."""
+        return {f"{op}/{phase}": (self.calls[op, phase], self.payload[op, phase], self.sent[op, phase])
+                for op, phase in sorted(self.calls)}
+
+
+def all_reduce(tensor: torch.Tensor, log: CommLog | None = None, phase: str = "forward") -> torch.Tensor:
+    """``dist.all_reduce`` (sum, in place) on the default group, counted in ``log``."""
+    world = dist.get_world_size()
+    if log is not None:
+        log.record("all_reduce", phase, tensor, world)
+    if world > 1:
+        dist.all_reduce(tensor)
+    return tensor
+
+
+class RingPass:
+    """One step of a ring, started: ``send`` goes to rank ``r + 1`` while a tensor of the same
+    shape arrives from rank ``r - 1`` (mod ``P``). Compute on what you hold meanwhile, then
+    ``wait()`` returns what arrived (Ring Attention hides the transfer behind the compute)."""
+
+    def __init__(self, send: torch.Tensor, log: CommLog | None = None, phase: str = "forward"):
+        rank, world = dist.get_rank(), dist.get_world_size()
+        self.received, self.ops = send, []
+        if world > 1:
+            if log is not None:
+                log.record("send", phase, send, world)
+            self.received = torch.empty_like(send)
+            self.ops = [dist.isend(send.contiguous(), (rank + 1) % world),
+                        dist.irecv(self.received, (rank - 1) % world)]
+
+    def wait(self) -> torch.Tensor:
+        for op in self.ops:
+            op.wait()
+        return self.received
+
+
+def fail_on_rank(rank: int, world_size: int, failing_rank: int, how: str = "raise") -> int:
+    """A rank function to watch a failure: every rank joins an all-reduce, except
+    ``failing_rank``, which first raises a ``ValueError`` (``how="raise"``) or dies without a
+    word (``how="exit"``, exit code 3). The others would wait for it forever; :func:`launch`
+    stops them and names the rank."""
+    if rank == failing_rank:
+        if how == "exit":
+            os._exit(3)
+        raise ValueError(f"rank {rank} fails on purpose")
+    return int(all_reduce(torch.ones(1)).item())
