@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
+from ._validate import inside_checked_edge, require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
 from .masks import causal_mask, to_additive
 
 
@@ -173,6 +173,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.pe[offset: offset + length]  # (length, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if inside_checked_edge():  # in a model (GPT), which checked its ids and offset
+            return x + self.pe[offset: offset + x.shape[1]].to(x.dtype)  # (B, N, d_model)
         require_float("x", x)
         if x.dim() != 3 or x.shape[-1] != self.pe.shape[1]:
             raise ValueError(f"expected x of shape (B, N, {self.pe.shape[1]}), got {tuple(x.shape)}")
@@ -207,6 +209,8 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[offset: offset + length]  # (length, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if inside_checked_edge():  # in a model (GPT), which checked its ids and offset
+            return x + self.weight[offset: offset + x.shape[1]]  # (B, N, d_model)
         require_float("x", x)
         if x.dim() != 3 or x.shape[-1] != self.weight.shape[1]:
             raise ValueError(f"expected x of shape (B, N, {self.weight.shape[1]}), got {tuple(x.shape)}")
