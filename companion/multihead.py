@@ -27,7 +27,7 @@ from torch import nn
 from ._validate import inside_checked_edge, require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
 from .attention import _attention_with_weights, check_attention_shapes
 from .masks import causal_mask, to_additive
-from .positional import alibi_slopes, apply_rope, frequencies, relative_alibi_bias
+from .positional import alibi_slopes, apply_rope, frequencies, relative_alibi_bias, rope_table, rotate_pairs
 
 
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -146,7 +146,8 @@ class MultiHeadAttention(nn.Module):
         # (position interpolation, Chen et al. 2023); 1.0 is plain RoPE
         self.rope_scale = 1.0
         if position == "rope":
-            frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base
+            frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base, once
+        self._rope_cache: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's (cos, sin), float32
         self.window = None if window is None else require_positive_int("window", window)
         if position == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
@@ -235,11 +236,21 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
         return out, weights
 
-    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """RoPE with this module's base, at ``positions / rope_scale``."""
-        if self.rope_scale != 1.0:
-            positions = positions.double() / self.rope_scale
-        return apply_rope(x, positions, self.rope_base)
+    def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """RoPE with this module's base, at positions ``start … start + N - 1`` divided by
+        ``rope_scale``. Plain RoPE reads its cos and sin from a float32 table built once
+        (and doubled when a text outgrows it); float64 inputs and a scale compute them anew."""
+        n = x.shape[-2]
+        if self.rope_scale != 1.0 or x.dtype == torch.float64:
+            positions = torch.arange(start, start + n, dtype=torch.float64, device=x.device) / self.rope_scale
+            return apply_rope(x, positions, self.rope_base)
+        table = self._rope_cache
+        if table is None or table[0].shape[0] < start + n or table[0].device != x.device:
+            length = max(start + n, 2 * (0 if table is None else table[0].shape[0]), 256)
+            with torch.inference_mode(False):  # a table built while generating serves training too
+                table = self._rope_cache = rope_table(length, self.head_dim, self.rope_base, x.device)
+        cos, sin = table
+        return rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
 
     def _project(self, query, key, value, cache: dict | None, self_attention: bool):
         """Step 1: ``q, k, v (B, H, N, D_H)`` and the positions of the queries and keys
@@ -260,7 +271,7 @@ class MultiHeadAttention(nn.Module):
             q_pos = torch.arange(start, start + n, device=query.device)  # (N_q,)
         if self.position == "rope":
             # Rotate before caching: a cached key keeps the angle of its own position.
-            q, k = self._rope(q, q_pos), self._rope(k, q_pos)
+            q, k = self._rope(q, start), self._rope(k, start)
         if cache is None:
             return q, k, v, q_pos, q_pos
         if self_attention and "k" in cache:
