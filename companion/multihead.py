@@ -24,10 +24,24 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._validate import inside_checked_edge, require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
+from ._validate import (
+    inside_checked_edge,
+    require_float,
+    require_matches_parameters,
+    require_positive_int,
+    require_probability,
+    require_rank,
+)
 from .attention import _attention_with_weights, check_attention_shapes
 from .masks import causal_mask, to_additive
-from .positional import alibi_slopes, apply_rope, frequencies, relative_alibi_bias, rope_table, rotate_pairs
+from .positional import (
+    alibi_slopes,
+    apply_rope,
+    frequencies,
+    relative_alibi_bias,
+    rope_table,
+    rotate_pairs,
+)
 
 
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
