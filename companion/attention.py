@@ -64,17 +64,15 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     return scores_shape
 
 
-def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask,
-                          dropout_p: float = 0.0) -> tuple[int, ...]:
+def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, dropout_p: float = 0.0) -> None:
     """The checks of every path (:func:`attention_with_weights`, :func:`fused_attention`,
-    :func:`companion.flash.tiled_attention`); returns the scores' shape."""
+    :func:`companion.flash.tiled_attention`)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_float(name, x)
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    scores_shape = check_attention_shapes(q.shape, k.shape, v.shape, mask)
+    check_attention_shapes(q.shape, k.shape, v.shape, mask)
     require_probability("dropout_p", dropout_p)
-    return scores_shape
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

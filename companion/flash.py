@@ -235,12 +235,13 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     skipped (:func:`causal_tiles` counts them). Returns
     ``(..., N_q, d_v)``; gradients come from the recomputation backward.
     """
-    scores_shape = _check_attention_args(q, k, v, mask)  # the attention module's one check
+    _check_attention_args(q, k, v, mask)  # the attention module's one check
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
     require_positive_int("block_q", block_q)
     require_positive_int("block_k", block_k)
-    batch = scores_shape[:-2]
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # checked: they broadcast
+    scores_shape = (*batch, q.shape[-2], k.shape[-2])
     q = q.expand(*batch, *q.shape[-2:])  # (..., N_q, d): views, no copy
     k = k.expand(*batch, *k.shape[-2:])  # (..., N_k, d)
     v = v.expand(*batch, *v.shape[-2:])  # (..., N_k, d_v)

@@ -39,8 +39,8 @@ from .positional import (
     apply_rope,
     frequencies,
     relative_alibi_bias,
-    rope_table,
-    rotate_pairs,
+    _rope_table,
+    _rotate_pairs,
 )
 
 
@@ -262,9 +262,9 @@ class MultiHeadAttention(nn.Module):
         if table is None or table[0].shape[0] < start + n or table[0].device != x.device:
             length = max(start + n, 2 * (0 if table is None else table[0].shape[0]), 256)
             with torch.inference_mode(False):  # a table built while generating serves training too
-                table = self._rope_cache = rope_table(length, self.head_dim, self.rope_base, x.device)
+                table = self._rope_cache = _rope_table(length, self.head_dim, self.rope_base, x.device)
         cos, sin = table
-        return rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
+        return _rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
 
     def _project(self, query, key, value, cache: dict | None, self_attention: bool):
         """Step 1: ``q, k, v (B, H, N, D_H)`` and the positions of the queries and keys

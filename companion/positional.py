@@ -261,18 +261,18 @@ def apply_rope(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.
     Returns a tensor of the shape and dtype of ``x``.
     """
     angles = _rope_angles(x, positions, base)  # (N, d/2)
-    return rotate_pairs(x, torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype))
+    return _rotate_pairs(x, torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype))
 
 
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE's rotation with the angles' ``cos`` and ``sin`` given, each ``(N, d/2)``, unchecked
-    (for :func:`apply_rope` and a module that keeps a table of them, :func:`rope_table`)."""
+    (for :func:`apply_rope` and a module that keeps a table of them, :func:`_rope_table`)."""
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each
     out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., N, d/2, 2)
     return out.flatten(-2)  # (..., N, d)
 
 
-def rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def _rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE's ``cos(m ω_i)`` and ``sin(m ω_i)`` for positions ``m = 0 … length - 1``, each
     ``(length, d/2)`` float32: computed once in float64 on the CPU (the angles of far positions
     need its precision), stored in float32 (accelerators such as MPS refuse float64)."""
