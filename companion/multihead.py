@@ -161,7 +161,7 @@ class MultiHeadAttention(nn.Module):
         self.rope_scale = 1.0
         if position == "rope":
             frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base, once
-        self._rope_cache: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's (cos, sin), float32
+        self._rope_cache: tuple | None = None  # RoPE's (cos, sin) in float32, and the base they are for
         self.window = None if window is None else require_positive_int("window", window)
         if position == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
@@ -259,11 +259,13 @@ class MultiHeadAttention(nn.Module):
             positions = torch.arange(start, start + n, dtype=torch.float64, device=x.device) / self.rope_scale
             return apply_rope(x, positions, self.rope_base)
         table = self._rope_cache
-        if table is None or table[0].shape[0] < start + n or table[0].device != x.device:
+        if (table is None or table[0].shape[0] < start + n or table[0].device != x.device
+                or table[2] != self.rope_base):  # chapter 11 changes rope_base on a trained module
             length = max(start + n, 2 * (0 if table is None else table[0].shape[0]), 256)
             with torch.inference_mode(False):  # a table built while generating serves training too
-                table = self._rope_cache = _rope_table(length, self.head_dim, self.rope_base, x.device)
-        cos, sin = table
+                table = self._rope_cache = (*_rope_table(length, self.head_dim, self.rope_base, x.device),
+                                            self.rope_base)
+        cos, sin, _ = table
         return _rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
 
     def _project(self, query, key, value, cache: dict | None, self_attention: bool):
