@@ -8,6 +8,9 @@ Each module holds one idea of the book:
 - :mod:`companion.multihead`  multi-head attention in the lecture's four steps
 - :mod:`companion.flash`      FlashAttention from first principles: the online softmax, tiled attention
 - :mod:`companion.heads`      what each trained head does: entropy, peak offset, mass on a key
+- :mod:`companion.kv_cache`   the size of a key/value cache by formula
+- :mod:`companion.induction`  induction heads grown on purpose, and the tests that find them
+- :mod:`companion.explorer`   an interactive, offline view of attention weights
 - :mod:`companion.positional` sinusoidal and learned positional encodings, binary codes, overlap measures
 - :mod:`companion.tokenizer`  characters and byte-level BPE trained from scratch
 - :mod:`companion.dft`        the DFT matrix: attention seen from signal processing
@@ -27,6 +30,7 @@ Each module holds one idea of the book:
 - :mod:`companion.profiling`  timing, memory and parameter counts
 - :mod:`companion.progress`   progress bars that degrade quietly without ipywidgets
 - :mod:`companion.checks`     checks that students call in the exercises
+- :mod:`companion.variants`   per-student variants of the predict-then-check exercises
 - :mod:`companion.distributed` attention across devices: heads (tensor parallel), sequence (ring
                               attention), batch (DDP); imported on its own (``import companion.distributed``)
 """

@@ -7,7 +7,9 @@ mistake instead of a traceback from deep inside torch.
 
 from __future__ import annotations
 
+import contextvars
 import math
+from contextlib import contextmanager
 
 import torch
 
@@ -142,3 +144,26 @@ def require_token_ids(name: str, ids, vocab_size: int, rank: int | None = None) 
             raise ValueError(f"{name} ids must be in [0, {vocab_size}), "
                              f"got range [{lo}, {hi}]")
     return ids
+
+
+# Check at the edge, once. A model's public entry point (``GPT.forward``) checks its input and
+# runs its layers inside ``checked_edge()``; a layer called there (``EncoderLayer``,
+# ``MultiHeadAttention``, ``LayerNorm``, ``FeedForward``) skips its own checks, since its input
+# was made by the model from a checked one. Called on its own, each layer checks as before.
+# The layers are still called as modules (hooks and diagrams see them).
+_CHECKED = contextvars.ContextVar("companion_checked_edge", default=False)
+
+
+@contextmanager
+def checked_edge():
+    """Inside: the inputs were checked at a public edge; the layers below skip their checks."""
+    token = _CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _CHECKED.reset(token)
+
+
+def inside_checked_edge() -> bool:
+    """Whether the call runs inside :func:`checked_edge` (its input already checked)."""
+    return _CHECKED.get()

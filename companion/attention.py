@@ -64,8 +64,9 @@ def check_attention_shapes(q_shape, k_shape, v_shape, mask=None, names=("q", "k"
     return scores_shape
 
 
-def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, dropout_p) -> None:
-    """The checks of both paths (:func:`attention_with_weights`, :func:`fused_attention`)."""
+def _check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, dropout_p: float = 0.0) -> None:
+    """The checks of every path (:func:`attention_with_weights`, :func:`fused_attention`,
+    :func:`companion.flash.tiled_attention`)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_float(name, x)
     if not q.dtype == k.dtype == v.dtype:
@@ -129,12 +130,15 @@ def attention_with_weights(
     return _attention_with_weights(q, k, v, mask, dropout_p)
 
 
-def _attention_with_weights(q, k, v, mask, dropout_p):
+def _attention_with_weights(q, k, v, mask, dropout_p, bias=None):
     """:func:`attention_with_weights` without its checks, for a caller that made them at its
-    own public edge (:class:`companion.multihead.MultiHeadAttention`)."""
+    own public edge (:class:`companion.multihead.MultiHeadAttention`). A float ``bias``
+    broadcastable to the scores (ALiBi's) is added to them before the softmax."""
     d = q.shape[-1]
     # (Q / sqrt(d)) Kᵀ is Q Kᵀ / sqrt(d): dividing the N_q × d queries, not the N_q × N_k scores
     scores = (q / math.sqrt(d)) @ k.transpose(-2, -1)  # (..., N_q, N_k)
+    if bias is not None:
+        scores = scores + bias  # (..., N_q, N_k)
     weights = _masked_softmax(scores, mask, in_place=True)  # (..., N_q, N_k); scores are ours
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # (..., N_q, N_k)
     output = dropped @ v  # (..., N_q, d_v)

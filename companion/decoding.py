@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ._validate import require_int, require_number, require_positive_int, require_tensor
-from .sampling import sample_next
+from .sampling import _check_sampling_args, _sample_next
 
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 
@@ -124,11 +124,12 @@ def sample_decode(step_fn: StepFn, state: Any, first: torch.Tensor, max_len: int
     if first.dim() != 1 or first.is_floating_point():
         raise ValueError(f"first must be (B,) integer ids, one per sequence, got {first.dtype} {tuple(first.shape)}")
     require_positive_int("max_len", max_len)
+    _check_sampling_args(temperature, top_k, top_p)  # once, not at every token
     prev, out = first, []
     for _ in range(max_len):
         logits, state = step_fn(prev, state)
-        _check_logits(logits, first.shape[0], "B", 0)
-        prev = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+        _check_logits(logits, first.shape[0], "B", 0)  # the one check of each step's logits
+        prev = _sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
         out.append(prev)
     return torch.stack(out, dim=1)  # (B, max_len)
 

@@ -36,7 +36,7 @@ import math
 import torch
 
 from ._validate import require_float, require_positive_int
-from .attention import check_attention_shapes
+from .attention import _check_attention_args, check_attention_shapes
 
 NEG_INF = float("-inf")
 
@@ -235,16 +235,13 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     skipped (:func:`causal_tiles` counts them). Returns
     ``(..., N_q, d_v)``; gradients come from the recomputation backward.
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_float(name, x)
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must have the same dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    scores_shape = check_attention_shapes(q.shape, k.shape, v.shape, mask)
+    _check_attention_args(q, k, v, mask)  # the attention module's one check
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
     require_positive_int("block_q", block_q)
     require_positive_int("block_k", block_k)
-    batch = scores_shape[:-2]
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # checked: they broadcast
+    scores_shape = (*batch, q.shape[-2], k.shape[-2])
     q = q.expand(*batch, *q.shape[-2:])  # (..., N_q, d): views, no copy
     k = k.expand(*batch, *k.shape[-2:])  # (..., N_k, d)
     v = v.expand(*batch, *v.shape[-2:])  # (..., N_k, d_v)

@@ -25,13 +25,19 @@ import torch
 from ._validate import require_int, require_positive_int, require_tensor
 
 
-def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+def causal_mask(n: int, n_k: int | None = None, device: torch.device | str | None = None) -> torch.Tensor:
     """The causal (look-ahead) mask: query ``i`` may attend to keys ``j <= i``.
 
     ``mask[i, j] = (j <= i)``, a lower-triangular boolean matrix of shape ``(n, n)``.
+    With ``n_k`` keys for ``n`` queries (the keys of a cache come first) the triangle is
+    aligned bottom-right: ``mask[i, j] = (j <= i + n_k - n)``, so the last query sees every
+    key, as torch's ``causal_lower_right`` and FlashAttention 2.1 and later. The one causal
+    mask of the companion (:class:`~companion.multihead.MultiHeadAttention`'s ``causal=True``
+    and :func:`companion.flash.tiled_attention` follow it).
     """
     require_positive_int("n", n)
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    n_k = n if n_k is None else require_positive_int("n_k", n_k)
+    return torch.ones(n, n_k, dtype=torch.bool, device=device).tril(n_k - n)
 
 
 def real_token_mask(lengths, max_len: int | None = None) -> torch.Tensor:

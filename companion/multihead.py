@@ -19,17 +19,29 @@ weights copy across and the two modules can be compared number for number.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._validate import require_float, require_matches_parameters, require_positive_int, require_probability, require_rank
-from .attention import _attention_with_weights, _masked_softmax, check_attention_shapes
-from .masks import to_additive
-from .positional import alibi_slopes, apply_rope, frequencies, relative_alibi_bias
+from ._validate import (
+    inside_checked_edge,
+    require_float,
+    require_matches_parameters,
+    require_positive_int,
+    require_probability,
+    require_rank,
+)
+from .attention import _attention_with_weights, check_attention_shapes
+from .masks import causal_mask, to_additive
+from .positional import (
+    alibi_slopes,
+    apply_rope,
+    frequencies,
+    relative_alibi_bias,
+    _rope_table,
+    _rotate_pairs,
+)
 
 
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -69,19 +81,6 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
             new.in_proj.bias.copy_(pool(mha.in_proj.bias))
         new.out_proj.load_state_dict(mha.out_proj.state_dict())
     return new
-
-
-def _attention_with_bias(q, k, v, bias, mask, dropout_p: float, fused: bool):
-    """Attention with a float ``bias (H, N_q, N_k)`` added to the scores (ALiBi):
-    ``softmax(QKᵀ/√d + bias) V``, blocked keys (``mask`` False) at ``-inf``.
-    Returns ``(heads, weights or None)``."""
-    if fused:
-        additive = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive, dropout_p=dropout_p), None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias  # (B, H, N_q, N_k)
-    weights = _masked_softmax(scores, mask)  # (B, H, N_q, N_k)
-    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return dropped @ v, weights  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -161,7 +160,8 @@ class MultiHeadAttention(nn.Module):
         # (position interpolation, Chen et al. 2023); 1.0 is plain RoPE
         self.rope_scale = 1.0
         if position == "rope":
-            frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base
+            frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base, once
+        self._rope_cache: tuple | None = None  # RoPE's (cos, sin) in float32, and the base they are for
         self.window = None if window is None else require_positive_int("window", window)
         if position == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
@@ -202,80 +202,103 @@ class MultiHeadAttention(nn.Module):
         self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
-        # The only check of the call: the steps below call torch and the unchecked explicit path.
-        self._check_inputs(query, key, value, mask, cache, self_attention, causal)
+        # The only check of the call; none inside a model (GPT), which checked at its edge.
+        if not inside_checked_edge():
+            self._check_inputs(query, key, value, mask, cache, self_attention, causal)
+        return self._forward(query, key, value, mask, need_weights, cache, causal, self_attention)
 
+    def _forward(self, query, key, value, mask, need_weights, cache, causal, self_attention):
+        """:meth:`forward` without its checks, for a caller that made them at its own edge."""
         # Step 1: QKV projection, then split into heads (with a cache: only the new tokens).
-        if cache is None:
-            q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
-            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # 3 × (B, H, N, D_H)
-            q_pos = k_pos = torch.arange(query.shape[1], device=query.device)  # (N,)
-            if self.position == "rope":
-                q, k = self._rope(q, q_pos), self._rope(k, k_pos)
-        else:
-            q, k, v, q_pos, k_pos = self._project_with_cache(query, key, value, cache, self_attention)
+        q, k, v, q_pos, k_pos = self._project(query, key, value, cache, self_attention)
 
         # Grouped-query attention: each key/value head serves H / H_kv query heads.
         groups = self.num_heads // self.num_kv_heads
         k, v = repeat_kv_heads(k, groups), repeat_kv_heads(v, groups)  # 2 × (B, H, N_k, D_H)
+        n_q, n_k = q.shape[2], k.shape[2]
         if self.window is not None:
-            # Sliding window: query at p sees the keys at p - window + 1 … p.
+            # Sliding window: query at p sees the keys at p - window + 1 … p (causal itself).
             behind = q_pos[:, None] - k_pos[None, :]  # (N_q, N_k)
             band = (behind >= 0) & (behind < self.window)  # (N_q, N_k)
             mask = band if mask is None else mask & band
+            causal = False  # the band is causal already
+        if causal and n_q == 1:
+            causal = False  # aligned bottom-right, the one query sees every key
         dropout_p = self.dropout if self.training else 0.0
         fused = self.fused and not need_weights
         # causal=True: the fused kernel skips the upper triangle itself when nothing else masks
-        # (no mask, no window, no ALiBi bias, as many queries as keys); else a mask tensor.
-        is_causal = causal and fused and mask is None and self.position != "alibi" and q.shape[2] == k.shape[2]
+        # (no mask, no ALiBi bias, as many queries as keys); else a mask tensor.
+        is_causal = causal and fused and mask is None and self.position != "alibi" and n_q == n_k
         if causal and not is_causal:  # the explicit path, a mask beside it, or a cache: a tensor
-            n_q, n_k = q.shape[2], k.shape[2]
-            causal_part = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)  # (N_q, N_k)
+            causal_part = causal_mask(n_q, n_k, device=q.device)  # (N_q, N_k) aligned bottom-right
             mask = causal_part if mask is None else mask & causal_part
+        bias = None
         if self.position == "alibi":
             bias = relative_alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, N_q, N_k)
-            heads, weights = _attention_with_bias(q, k, v, bias, mask, dropout_p, fused)
-        elif fused:
+        if fused:
             # Steps 2 + 3 in one fused kernel; the (N_q × N_k) weights are never stored.
+            if bias is not None:  # ALiBi: a float mask, the bias with -inf where blocked
+                mask = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                    is_causal=is_causal)  # (B, H, N_q, D_H)
             weights = None
         else:
-            # Step 2: QK similarity -> softmax; Step 3: V weighting (dropout on the weights).
-            heads, weights = _attention_with_weights(q, k, v, mask, dropout_p)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+            # Step 2: QK similarity (+ ALiBi's bias) -> softmax; Step 3: V weighting.
+            heads, weights = _attention_with_weights(q, k, v, mask, dropout_p, bias)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
         # Step 4: concatenate heads and project back to D.
         out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
         return out, weights
 
-    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """RoPE with this module's base, at ``positions / rope_scale``."""
-        if self.rope_scale != 1.0:
-            positions = positions.double() / self.rope_scale
-        return apply_rope(x, positions, self.rope_base)
+    def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """RoPE with this module's base, at positions ``start … start + N - 1`` divided by
+        ``rope_scale``. Plain RoPE reads its cos and sin from a float32 table built once
+        (and doubled when a text outgrows it); float64 inputs and a scale compute them anew."""
+        n = x.shape[-2]
+        if self.rope_scale != 1.0 or x.dtype == torch.float64:
+            positions = torch.arange(start, start + n, dtype=torch.float64, device=x.device) / self.rope_scale
+            return apply_rope(x, positions, self.rope_base)
+        table = self._rope_cache
+        if (table is None or table[0].shape[0] < start + n or table[0].device != x.device
+                or table[2] != self.rope_base):  # chapter 11 changes rope_base on a trained module
+            length = max(start + n, 2 * (0 if table is None else table[0].shape[0]), 256)
+            with torch.inference_mode(False):  # a table built while generating serves training too
+                table = self._rope_cache = (*_rope_table(length, self.head_dim, self.rope_base, x.device),
+                                            self.rope_base)
+        cos, sin, _ = table
+        return _rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
 
-    def _project_with_cache(self, query, key, value, cache: dict, self_attention: bool):
-        """Step 1 for step-by-step decoding. Self-attention: project the new tokens and
-        append their K, V to the cached ones. Cross-attention: project the memory's K, V
-        at the first call, reuse them afterwards. Returns ``q, k, v (B, H, N, D_H)``."""
-        if not self_attention and "k" in cache:
+    def _project(self, query, key, value, cache: dict | None, self_attention: bool):
+        """Step 1: ``q, k, v (B, H, N, D_H)`` and the positions of the queries and keys
+        (``None`` where nothing needs them). With a ``cache``, self-attention projects the new
+        tokens and appends their K, V to the cached ones; cross-attention projects the
+        memory's K, V at the first call and reuses them afterwards."""
+        if cache is not None and not self_attention and "k" in cache:
             q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
             return q, cache["k"], cache["v"], None, None
-        q, k, v = self.project_qkv(query, key, value)  # 3 × (B, N, D)
+        q, k, v = self.project_qkv(query, key, value)  # (B, N, D), 2 × (B, N, H_kv D_H)
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, N, D_H), 2 × (B, H_kv, N, D_H)
-        start = cache.get("position", cache["k"].shape[2] if "k" in cache else 0)  # position of the first new token
-        q_pos = torch.arange(start, start + query.shape[1], device=query.device)  # (N_q,)
+        start = 0  # the position of the first new token
+        if cache is not None:
+            start = cache.get("position", cache["k"].shape[2] if "k" in cache else 0)
+        n = query.shape[1]
+        q_pos = k_pos = None
+        if self.position is not None or self.window is not None:  # self-attention only (checked)
+            q_pos = torch.arange(start, start + n, device=query.device)  # (N_q,)
         if self.position == "rope":
             # Rotate before caching: a cached key keeps the angle of its own position.
-            q, k = self._rope(q, q_pos), self._rope(k, q_pos)
+            q, k = self._rope(q, start), self._rope(k, start)
+        if cache is None:
+            return q, k, v, q_pos, q_pos
         if self_attention and "k" in cache:
             k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)
-        k_pos = torch.arange(start + query.shape[1] - k.shape[2], start + query.shape[1], device=query.device)  # (N_k,)
+        if q_pos is not None:
+            k_pos = torch.arange(start + n - k.shape[2], start + n, device=query.device)  # (N_k,)
         keep = k.shape[2] if self.window is None else min(self.window, k.shape[2])
         cache["k"], cache["v"] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]  # the rolling cache
         if self_attention:
-            cache["position"] = start + query.shape[1]
+            cache["position"] = start + n
         return q, k, v, q_pos, k_pos
 
     def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True, causal: bool = False):

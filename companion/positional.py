@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
+from ._validate import inside_checked_edge, require_float, require_int, require_number, require_positive_int, require_rank, require_tensor
 from .masks import causal_mask, to_additive
 
 
@@ -173,6 +173,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.pe[offset: offset + length]  # (length, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if inside_checked_edge():  # in a model (GPT), which checked its ids and offset
+            return x + self.pe[offset: offset + x.shape[1]].to(x.dtype)  # (B, N, d_model)
         require_float("x", x)
         if x.dim() != 3 or x.shape[-1] != self.pe.shape[1]:
             raise ValueError(f"expected x of shape (B, N, {self.pe.shape[1]}), got {tuple(x.shape)}")
@@ -207,6 +209,8 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[offset: offset + length]  # (length, d_model)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if inside_checked_edge():  # in a model (GPT), which checked its ids and offset
+            return x + self.weight[offset: offset + x.shape[1]]  # (B, N, d_model)
         require_float("x", x)
         if x.dim() != 3 or x.shape[-1] != self.weight.shape[1]:
             raise ValueError(f"expected x of shape (B, N, {self.weight.shape[1]}), got {tuple(x.shape)}")
@@ -257,10 +261,24 @@ def apply_rope(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.
     Returns a tensor of the shape and dtype of ``x``.
     """
     angles = _rope_angles(x, positions, base)  # (N, d/2)
-    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)  # (N, d/2) each
+    return _rotate_pairs(x, torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype))
+
+
+def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE's rotation with the angles' ``cos`` and ``sin`` given, each ``(N, d/2)``, unchecked
+    (for :func:`apply_rope` and a module that keeps a table of them, :func:`_rope_table`)."""
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each
     out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., N, d/2, 2)
     return out.flatten(-2)  # (..., N, d)
+
+
+def _rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's ``cos(m ω_i)`` and ``sin(m ω_i)`` for positions ``m = 0 … length - 1``, each
+    ``(length, d/2)`` float32: computed once in float64 on the CPU (the angles of far positions
+    need its precision), stored in float32 (accelerators such as MPS refuse float64)."""
+    require_positive_int("length", length)
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * frequencies(d, base)[None, :]  # (L, d/2)
+    return torch.cos(angles).float().to(device), torch.sin(angles).float().to(device)
 
 
 def apply_rope_complex(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:

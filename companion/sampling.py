@@ -38,6 +38,10 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the ``k`` largest logits of each row (ties at the cut kept), ``-inf`` elsewhere."""
     _check_logits(logits)
     require_positive_int("k", k)
+    return _top_k(logits, k)
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     k = min(k, logits.shape[-1])
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1) the k-th largest
     return logits.masked_fill(logits < kth, float("-inf"))
@@ -51,6 +55,10 @@ def nucleus_mask(logits: torch.Tensor, p: float) -> torch.Tensor:
     require_number("p", p, 0.0, strict=True)
     if p > 1:
         raise ValueError(f"p must be in (0, 1], got {p!r}")
+    return _nucleus(logits, p)
+
+
+def _nucleus(logits: torch.Tensor, p: float) -> torch.Tensor:
     probs = torch.softmax(logits.float(), dim=-1)  # (..., V)
     sorted_p, order = probs.sort(dim=-1, descending=True)  # (..., V)
     before = sorted_p.cumsum(dim=-1) - sorted_p  # (..., V) mass of the more likely tokens
@@ -80,18 +88,29 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     _check_logits(logits)
     if logits.dim() != 2:
         raise ValueError(f"logits must be (B, V), got shape {tuple(logits.shape)}")
+    _check_sampling_args(temperature, top_k, top_p)
+    return _sample_next(logits, temperature, top_k, top_p, generator)
+
+
+def _check_sampling_args(temperature, top_k, top_p) -> None:
     require_number("temperature", temperature, 0.0)
     if top_k is not None:
         require_positive_int("top_k", top_k)
     if top_p is not None:
         require_number("top_p", top_p, 0.0, strict=True)
+        if top_p > 1:
+            raise ValueError(f"p must be in (0, 1], got {top_p!r}")
+
+
+def _sample_next(logits, temperature, top_k, top_p, generator) -> torch.Tensor:
+    """:func:`sample_next` unchecked, for a decoding loop that checked its arguments once."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    z = apply_temperature(logits.float(), temperature)
+    z = logits.float() / temperature  # temperature first: it changes the nucleus, not the top k
     if top_k is not None:
-        z = top_k_filter(z, top_k)
+        z = _top_k(z, top_k)
     if top_p is not None:
-        z = top_p_filter(z, top_p)
+        z = z.masked_fill(~_nucleus(z, top_p), float("-inf"))
     probs = torch.softmax(z, dim=-1)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
 

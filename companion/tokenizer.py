@@ -14,7 +14,8 @@ A tokenizer turns text into integer ids and back. Two are here:
   (Chinese, emoji) round-trips: ``decode(encode(s)) == s``.
 
 Pair counting is vectorised: the ids are a numpy array, each pair ``(a, b)`` becomes the one
-number ``a · V + b``, and ``np.bincount`` counts them all at once (:func:`pair_counts`).
+number ``a · V + b``, and ``np.unique`` counts them all at once (:func:`pair_counts`), in
+memory that grows with the text, not with ``V²``.
 :func:`merge_pair` is one merge step, also on whole arrays.
 """
 
@@ -89,8 +90,7 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         """ids -> text."""
         arr = _as_id_array("ids", ids)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        _check_ids_in_range("ids", arr, self.vocab_size)
         return "".join(self.chars[i] for i in arr.tolist())
 
     def __repr__(self) -> str:
@@ -102,27 +102,56 @@ def text_to_bytes(text: str) -> np.ndarray:
     return np.frombuffer(_require_text("text", text).encode("utf-8"), dtype=np.uint8).astype(np.int64)
 
 
-def pair_counts(ids, vocab_size: int) -> np.ndarray:
-    """How often each pair of neighbours ``(a, b)`` occurs in ``ids``, counted in one pass:
-    ``counts[a · V + b]`` for ``V = vocab_size`` (a flat array of ``V²`` counts).
+def pair_counts(ids, vocab_size: int) -> dict[tuple[int, int], int]:
+    """How often each pair of neighbours ``(a, b)`` occurs in ``ids``: ``{(a, b): count}``
+    for the pairs that occur (minbpe's ``get_stats``), counted in one pass (:func:`_count_pairs`).
 
     Overlapping pairs are all counted (``a a a`` holds ``(a, a)`` twice), as minbpe does."""
     require_int("vocab_size", vocab_size, minimum=1)
-    arr = _as_id_array("ids", ids)
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
-        raise ValueError(f"ids must be in [0, vocab_size={vocab_size}), got range [{arr.min()}, {arr.max()}]")
-    codes = arr[:-1] * vocab_size + arr[1:]  # (n - 1,) each pair as one number
-    return np.bincount(codes, minlength=vocab_size * vocab_size)  # (V²,)
+    arr = _check_ids_in_range("ids", _as_id_array("ids", ids), vocab_size, "vocab_size=")
+    codes, counts = _count_pairs(arr, vocab_size)
+    return {(int(c) // vocab_size, int(c) % vocab_size): int(n) for c, n in zip(codes, counts, strict=True)}
+
+
+def _count_pairs(arr: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of neighbours of ``arr`` as codes ``a · V + b`` (sorted, each once) and their
+    counts (:func:`_count_codes`)."""
+    return _count_codes(arr[:-1] * vocab_size + arr[1:], vocab_size * vocab_size)
+
+
+def _count_codes(codes: np.ndarray, size: int, weights: np.ndarray | None = None):
+    """The distinct ``codes`` (each in ``[0, size)``), sorted, and how often each occurs (or
+    its summed ``weights``). Memory grows with ``len(codes)``, never with ``size = V²``: a
+    table of ``V²`` counters is 134 MB at ``V = 4,096`` and 20 GB at GPT-2's 50,257. When
+    the table is no larger than a few times the text (a small vocabulary on a long text)
+    ``np.bincount`` fills it in one pass; otherwise ``np.unique`` sorts the codes. Sorted
+    codes make ``argmax`` pick the smallest ``(a, b)`` of a tie."""
+    if size <= 8 * max(codes.size, 1 << 16):
+        table = np.bincount(codes, weights=weights, minlength=size)  # (size,)
+        present = np.flatnonzero(table)
+        return present, table[present]
+    distinct, which = np.unique(codes, return_inverse=True)  # (m,), (n - 1,)
+    return distinct, np.bincount(which.ravel(), weights=weights, minlength=distinct.size)
+
+
+def _check_ids_in_range(name: str, arr: np.ndarray, size: int, what: str = "") -> np.ndarray:
+    """The one range check of the tokenizers: every id of ``arr`` in ``[0, size)``."""
+    if arr.size and (arr.min() < 0 or arr.max() >= size):
+        raise ValueError(f"{name} must be in [0, {what}{size}), got range [{arr.min()}, {arr.max()}]")
+    return arr
 
 
 def most_frequent_pair(ids, vocab_size: int) -> tuple[tuple[int, int], int]:
     """``((a, b), count)``: the most frequent pair of neighbours; ties go to the smallest
-    ``(a, b)`` (``np.argmax`` returns the first maximum of the flat counts)."""
-    counts = pair_counts(ids, vocab_size)
-    if counts.size == 0 or counts.max() == 0:
+    ``(a, b)`` (the codes are sorted and ``np.argmax`` returns the first maximum)."""
+    require_int("vocab_size", vocab_size, minimum=1)
+    arr = _check_ids_in_range("ids", _as_id_array("ids", ids), vocab_size, "vocab_size=")
+    if arr.size < 2:
         raise ValueError("ids hold fewer than two tokens: there is no pair to count")
+    codes, counts = _count_pairs(arr, vocab_size)
     best = int(counts.argmax())
-    return (best // vocab_size, best % vocab_size), int(counts[best])
+    code = int(codes[best])
+    return (code // vocab_size, code % vocab_size), int(counts[best])
 
 
 def merge_pair(ids, pair: tuple[int, int], new_id: int) -> np.ndarray:
@@ -130,27 +159,25 @@ def merge_pair(ids, pair: tuple[int, int], new_id: int) -> np.ndarray:
     right without overlap, becomes the one id ``new_id``. Returns a new int64 array.
 
     ``a a a`` with the pair ``(a, a)`` becomes ``new a``: the first two merge, and the third
-    ``a`` has no partner left."""
+    ``a`` has no partner left. The loop it replaces (minbpe's ``merge``)::
+
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+                out.append(new_id); i += 2      # the pair becomes one id, its b is skipped
+            else:
+                out.append(ids[i]); i += 1
+
+    Here on whole arrays. The one subtle case is ``a == b``: in ``x a a a a a y`` the pair
+    starts at 1, 2, 3, 4 (one run of consecutive starts); left to right, the loop merges at
+    1 and 3 (2 is the b of 1, 4 the b of 3), so only every other start of a run merges: its
+    place in the run (0, 1, 2, 3) is even."""
     arr = _as_id_array("ids", ids)
     if not (isinstance(pair, tuple) and len(pair) == 2):
         raise TypeError(f"pair must be a tuple (a, b) of two ids, got {pair!r}")
     a, b = (_id_int(f"pair[{i}]", pair[i]) for i in (0, 1))
     new_id = _id_int("new_id", new_id)
-    if arr.size < 2:
-        return arr.copy()
-    starts = np.flatnonzero((arr[:-1] == a) & (arr[1:] == b))  # where the pair begins
-    if a == b and starts.size > 1:
-        # a run of consecutive starts i, i+1, i+2, ... is a run of a's: merge every other one
-        new_run = np.ones(starts.size, dtype=bool)
-        new_run[1:] = np.diff(starts) != 1
-        run_first = np.flatnonzero(new_run)  # index (into starts) of each run's first start
-        offset = np.arange(starts.size) - run_first[np.cumsum(new_run) - 1]  # place within its run
-        starts = starts[offset % 2 == 0]
-    out = arr.copy()
-    out[starts] = new_id
-    keep = np.ones(arr.size, dtype=bool)
-    keep[starts + 1] = False  # the b of each merged pair goes
-    return out[keep]
+    return _merge_keep(arr, (a, b), new_id)[0]
 
 
 def _id_int(name: str, value) -> int:
@@ -174,8 +201,8 @@ class BPETokenizer:
         for i, pair in enumerate(merges):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 raise TypeError(f"merges[{i}] must be a pair (a, b) of ids, got {pair!r}")
-            a, b = int(pair[0]), int(pair[1])
-            if not (0 <= a < len(vocab) and 0 <= b < len(vocab)):
+            a, b = _id_int(f"merges[{i}][0]", pair[0]), _id_int(f"merges[{i}][1]", pair[1])
+            if not (a < len(vocab) and b < len(vocab)):
                 raise ValueError(f"merges[{i}] = {pair!r} uses an id not yet made (ids so far: 0..{len(vocab) - 1})")
             vocab.append(vocab[a] + vocab[b])
             checked.append((a, b))
@@ -193,8 +220,10 @@ class BPETokenizer:
         for new_id in range(BYTE_VOCAB, vocab_size):
             if ids.size < 2:
                 break
-            pair, _ = most_frequent_pair(ids, vocab_size)
-            ids = merge_pair(ids, pair, new_id)
+            codes, counts = _count_pairs(ids, vocab_size)
+            code = int(codes[counts.argmax()])  # ties: the smallest pair (codes are sorted)
+            pair = (code // vocab_size, code % vocab_size)
+            ids = _merge_keep(ids, pair, new_id)[0]
             merges.append(pair)
         return cls(merges)
 
@@ -216,8 +245,7 @@ class BPETokenizer:
         """ids -> text: the bytes of each id joined, read as UTF-8. An id sequence that cuts a
         character's bytes apart (possible when sampling) decodes to U+FFFD there."""
         arr = _as_id_array("ids", ids)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        _check_ids_in_range("ids", arr, self.vocab_size)
         return b"".join(self.vocab[i] for i in arr.tolist()).decode("utf-8", errors="replace")
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -316,8 +344,8 @@ class RegexBPETokenizer:
             if not valid.any():
                 break
             codes = ids[:-1][valid] * (vocab_size + 1) + ids[1:][valid]
-            pair_count = np.bincount(codes, weights=weight[:-1][valid], minlength=(vocab_size + 1) ** 2)
-            best = int(pair_count.argmax())
+            codes, pair_count = _count_codes(codes, (vocab_size + 1) ** 2, weight[:-1][valid])
+            best = int(codes[pair_count.argmax()])  # ties: the smallest pair (codes are sorted)
             pair = (best // (vocab_size + 1), best % (vocab_size + 1))
             ids, keep = _merge_keep(ids, pair, new_id)
             weight = weight[keep]
@@ -370,8 +398,7 @@ class RegexBPETokenizer:
     def decode(self, ids) -> str:
         """ids -> text (special tokens as their strings; a cut character as U+FFFD)."""
         arr = _as_id_array("ids", ids)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got range [{arr.min()}, {arr.max()}]")
+        _check_ids_in_range("ids", arr, self.vocab_size)
         parts = []
         for i in arr.tolist():
             parts.append(self.special_of_id[i].encode("utf-8") if i in self.special_of_id else self.vocab[i])
@@ -395,14 +422,15 @@ def _merge_keep(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> tuple[np
     keep = np.ones(ids.size, dtype=bool)
     if ids.size < 2:
         return ids.copy(), keep
-    starts = np.flatnonzero((ids[:-1] == a) & (ids[1:] == b))
+    starts = np.flatnonzero((ids[:-1] == a) & (ids[1:] == b))  # where the pair begins
     if a == b and starts.size > 1:
+        # a run of consecutive starts i, i+1, i+2, ... is a run of a's: merge every other one
         new_run = np.ones(starts.size, dtype=bool)
         new_run[1:] = np.diff(starts) != 1
-        run_first = np.flatnonzero(new_run)
-        offset = np.arange(starts.size) - run_first[np.cumsum(new_run) - 1]
+        run_first = np.flatnonzero(new_run)  # index (into starts) of each run's first start
+        offset = np.arange(starts.size) - run_first[np.cumsum(new_run) - 1]  # place within its run
         starts = starts[offset % 2 == 0]
     out = ids.copy()
     out[starts] = new_id
-    keep[starts + 1] = False
+    keep[starts + 1] = False  # the b of each merged pair goes
     return out[keep], keep

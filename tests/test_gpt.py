@@ -213,3 +213,43 @@ def test_gpt_without_a_gpt2_counterpart_is_refused():
     for change in ({"positions": "rope"}, {"tie_weights": False}, {"window": 4}):
         with pytest.raises(ValueError, match="no GPT-2 counterpart"):
             to_huggingface(GPT(GPTConfig(vocab_size=5, context=8, d_model=8, num_heads=2, **change)))
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_generate_equals_a_plain_loop_of_full_forward_passes(use_cache):
+    """Temperature 0: each new token is the argmax of a full forward pass over the text so
+    far (a prompt token fed twice, or a position off by one, changes the text)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=13, context=24, d_model=16, num_heads=2, num_layers=2)).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+        prompt = torch.randint(0, 13, (8, 5))
+        text = prompt
+        for _ in range(12):
+            text = torch.cat([text, model(text)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    out = model.generate(prompt, 12, temperature=0, use_cache=use_cache)
+    assert torch.equal(out, text)
+    assert max(len(set(row[5:].tolist())) for row in out) > 2  # not only constant texts, where bugs agree
+
+
+def test_initialisation_has_gpt2s_scales():
+    """N(0, 0.02) for the embeddings and the linear layers, 0.02 / sqrt(2 · layers) for the
+    two projections that write into the residual stream, zero biases, LayerNorm at (1, 0)."""
+    torch.manual_seed(0)
+    L = 6
+    model = GPT(GPTConfig(vocab_size=500, context=256, d_model=128, num_heads=4, num_layers=L))
+    small = 0.02 / math.sqrt(2 * L)
+
+    def close(t, std):
+        return abs(t.std().item() - std) < 0.05 * std and abs(t.mean().item()) < 0.1 * std
+
+    assert close(model.token_embed.weight, 0.02) and close(model.pos.weight, 0.02)
+    for layer in model.layers:
+        assert close(layer.self_attn.in_proj.weight, 0.02) and close(layer.ffn.linear1.weight, 0.02)
+        assert close(layer.self_attn.out_proj.weight, small) and close(layer.ffn.linear2.weight, small)
+        for lin in (layer.self_attn.in_proj, layer.self_attn.out_proj, layer.ffn.linear1, layer.ffn.linear2):
+            assert not lin.bias.any()
+        for norm in (layer.norm1, layer.norm2):
+            assert bool((norm.weight == 1).all()) and not norm.bias.any()
+    assert model.head.weight is model.token_embed.weight

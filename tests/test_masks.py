@@ -200,3 +200,12 @@ def test_additive_masks_keep_the_device_and_name_their_argument():
         masks.to_additive([[True]])
     with pytest.raises(TypeError, match="additive must be a torch.Tensor"):
         masks.from_additive([[0.0]])
+
+
+def test_causal_mask_with_more_keys_is_aligned_bottom_right():
+    """Two new queries after three cached keys: the last query sees every key (torch's
+    causal_lower_right, FlashAttention 2.1 and later)."""
+    assert causal_mask(2, 5).tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
+    assert torch.equal(causal_mask(4, 4), causal_mask(4))
+    with pytest.raises(ValueError, match="n_k must be positive"):
+        causal_mask(2, 0)

@@ -455,3 +455,34 @@ def test_window_wider_than_the_sequence_is_full_causal_attention():
     full = MultiHeadAttention(16, 4).eval()
     full.load_state_dict(mha.state_dict())
     torch.testing.assert_close(mha(x)[0], full(x, mask=causal_mask(10))[0])
+
+
+def test_rope_reads_a_float32_table_built_once_and_matches_apply_rope():
+    """Plain RoPE in the module: cos and sin computed once (float64 on the CPU, stored in
+    float32: MPS refuses float64), equal to apply_rope at every position, cache or not."""
+    import companion.positional as positional
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, position="rope").eval()
+    x = torch.randn(2, 9, 16)
+    calls = []
+    real = positional.frequencies
+    positional.frequencies = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        full, _ = mha(x, causal=True)
+        cache = {}
+        steps = torch.cat([mha(x[:, t:t + 1], cache=cache, causal=True)[0] for t in range(9)], dim=1)
+    finally:
+        positional.frequencies = real
+    assert len(calls) == 1  # one table for the 18 calls
+    cos, sin, _ = mha._rope_cache
+    assert cos.dtype == sin.dtype == torch.float32 and cos.shape[1] == 2
+    other = MultiHeadAttention(16, 4, position="rope", rope_base=500.0).eval()
+    other.load_state_dict(mha.state_dict())
+    mha.rope_base = 500.0  # chapter 11's NTK-aware base: the table follows the base
+    torch.testing.assert_close(mha(x, causal=True)[0], other(x, causal=True)[0])
+    mha.rope_base = 10000.0
+    torch.testing.assert_close(steps, full)
+    q = mha.split_heads(mha.project_qkv(x, None, None)[0])  # (B, H, N, D_H)
+    positions = torch.arange(3, 12)
+    torch.testing.assert_close(mha._rope(q, 3), apply_rope(q, positions))

@@ -111,3 +111,29 @@ def test_errors_name_the_argument(logits):
         sample_next(logits, top_k=0)
     with pytest.raises(TypeError, match="floating-point"):
         sample_next(torch.ones(2, 3, dtype=torch.long))
+
+
+def test_sample_next_applies_temperature_then_top_k_then_top_p():
+    """Only this order keeps tokens 0 and 1 of this row: top-p before the temperature or
+    before top-k keeps one token, top-p before top-k after the temperature three (the
+    nucleus is taken of the distribution the earlier steps left)."""
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0, -2.0]]).repeat(4000, 1)
+    drawn = sample_next(logits, temperature=3.0, top_k=3, top_p=0.6, generator=torch.Generator().manual_seed(0))
+    # by hand: z = logits / 3; the top 3 renormalised are e^(1, 2/3, 1/3) / sum = 0.45, 0.32, 0.23;
+    # the nucleus at 0.6 keeps 0.45 and 0.32 (the mass before the third is 0.77 >= 0.6)
+    assert set(drawn.tolist()) == {0, 1}
+    share = (drawn == 0).double().mean().item()
+    expected = 1 / (1 + math.exp(-1 / 3))  # e^1 / (e^1 + e^(2/3))
+    assert abs(share - expected) < 0.03, share
+
+
+def test_sample_decode_passes_top_p_and_top_k_through():
+    """generate's loop samples as sample_next does, with every filter."""
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0, -1.0, -2.0])
+
+    def step(prev, state):
+        return logits.repeat(prev.shape[0], 1), state
+
+    drawn = sample_decode(step, None, torch.zeros(500, dtype=torch.long), 4, temperature=3.0, top_k=3,
+                          top_p=0.6, generator=torch.Generator().manual_seed(0))
+    assert set(drawn.flatten().tolist()) == {0, 1}

@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import (
+    checked_edge,
+    inside_checked_edge,
     require_float,
     require_matches_parameters,
     require_number,
@@ -78,10 +80,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))  # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        require_float("x", x)
-        if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"x must have last dimension d_model={self.weight.shape[0]}, got shape {tuple(x.shape)}")
-        require_matches_parameters("x", x, self.weight)
+        if not inside_checked_edge():  # in a model, x was checked at the model's edge
+            _check_tokens("x", x, self.weight.shape[0], self.weight, rank=None)
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)  # (..., d)
 
 
@@ -111,7 +111,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
+        if not inside_checked_edge():  # in a model, x was checked at the model's edge
+            _check_tokens("x", x, self.d_model, self.linear1.weight, rank=None)
         act = ACTIVATIONS[self.activation]
         return self.linear2(self.dropout(act(self.linear1(x))))  # (B, N, d) -> (B, N, d_ff) -> (B, N, d)
 
@@ -157,19 +158,26 @@ class EncoderLayer(nn.Module):
         self.attn_weights: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False,
-                cache: dict | None = None) -> torch.Tensor:
+                cache: dict | None = None, causal: bool = False) -> torch.Tensor:
+        if inside_checked_edge():  # in a model (GPT): x was made from the model's checked input
+            return self._forward(x, mask, need_weights, cache, causal)
         _check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
+        self.self_attn._check_inputs(x, x, x, mask, cache, True, causal)
+        with checked_edge():  # the sublayers below check nothing again
+            return self._forward(x, mask, need_weights, cache, causal)
+
+    def _forward(self, x, mask, need_weights, cache, causal):
         if self.norm_first:  # pre-norm: the residual stream x is never normalised
-            x = x + self._self_attention(self.norm1(x), mask, need_weights, cache)  # (B, N, d)
+            x = x + self._self_attention(self.norm1(x), mask, need_weights, cache, causal)  # (B, N, d)
             x = x + self._feed_forward(self.norm2(x))  # (B, N, d)
         else:  # post-norm: normalise after each sum
-            x = self.norm1(x + self._self_attention(x, mask, need_weights, cache))  # (B, N, d)
+            x = self.norm1(x + self._self_attention(x, mask, need_weights, cache, causal))  # (B, N, d)
             x = self.norm2(x + self._feed_forward(x))  # (B, N, d)
         return x
 
-    def _self_attention(self, h, mask, need_weights, cache=None):
-        out, self.attn_weights = self.self_attn(h, mask=mask, need_weights=need_weights,
-                                                cache=cache)  # queries, keys, values: h
+    def _self_attention(self, h, mask, need_weights, cache=None, causal=False):
+        out, self.attn_weights = self.self_attn(h, mask=mask, need_weights=need_weights, cache=cache,
+                                                causal=causal)  # queries, keys, values: h
         return self.dropout(out)  # (B, N, d)
 
     def _feed_forward(self, h):

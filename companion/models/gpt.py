@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import require_int, require_positive_int, require_probability, require_token_ids
+from .._validate import checked_edge, require_int, require_positive_int, require_probability, require_token_ids
+from ..decoding import sample_decode
 from ..kv_cache import cache_bytes
-from ..masks import causal_mask
 from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
 
@@ -164,20 +164,22 @@ class GPT(nn.Module):
         and values are read from there and the new ones added."""
         self._check_ids("ids", ids, offset)
         require_int("offset", offset, minimum=0)
-        T = ids.shape[1]
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"caches must hold one dict per layer ({len(self.layers)}), got {len(caches)}")
-        # new token i (position offset + i) may attend to keys 0 … offset + i
-        mask = None if (caches is not None and T == 1) else causal_mask(offset + T, device=ids.device)[offset:]
-        if self.config.window is not None:
-            mask = None  # the attention adds its causal window itself (its cache keeps `window` keys)
+        return self.head(self._hidden(ids, need_weights, caches, offset))  # (B, T, V)
+
+    def _hidden(self, ids, need_weights=False, caches=None, offset=0) -> torch.Tensor:
+        """The final hidden states ``(B, T, d)`` (after the last LayerNorm), unchecked: the
+        callers checked ``ids`` at their edge, and the layers inside check nothing again."""
         x = self.token_embed(ids)  # (B, T, d)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)  # Vaswani et al.'s sqrt(d): as large as the table
-        x = self.dropout(x if self.pos is None else self.pos(x, offset))  # (B, T, d)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, mask, need_weights, None if caches is None else caches[i])  # (B, T, d)
-        return self.head(self.norm(x))  # (B, T, V)
+        with checked_edge():
+            x = self.dropout(x if self.pos is None else self.pos(x, offset))  # (B, T, d)
+            for i, layer in enumerate(self.layers):
+                # causal=True: token offset + i sees keys 0 … offset + i (the cached ones first)
+                x = layer(x, None, need_weights, None if caches is None else caches[i], causal=True)  # (B, T, d)
+            return self.norm(x)  # (B, T, d)
 
     def loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy in nats per token: ``-mean_t log p(targets_t | ids_≤t)``."""
@@ -201,18 +203,28 @@ class GPT(nn.Module):
         return n
 
     # --- generation: the decoder protocol ------------------------------------------
-    def start(self, prefix: torch.Tensor | None = None, batch_size: int = 1) -> dict:
+    def start(self, prefix: torch.Tensor | None = None, batch_size: int = 1, use_cache: bool | None = None) -> dict:
         """The decoding state after reading ``prefix (B, T0)`` (``None``: an empty text of
-        ``batch_size`` rows). With the cache the prefix is read once, into the caches."""
+        ``batch_size`` rows). With the cache (``use_cache``; ``None``: the model's
+        ``use_cache``) the prefix is read once, into the caches; the state remembers which."""
         if prefix is None:
             device = self.token_embed.weight.device
             prefix = torch.zeros(require_positive_int("batch_size", batch_size), 0, dtype=torch.long, device=device)
         require_token_ids("prefix", prefix, self.config.vocab_size, 2)
+        if use_cache is not None and not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be True, False or None, got {use_cache!r}")
+        use_cache = self.use_cache if use_cache is None else use_cache
+        if use_cache and prefix.shape[1] > self.config.context:
+            raise ValueError(f"prefix goes past the context of {self.config.context} tokens "
+                             f"({prefix.shape[1]}); crop it to the last {self.config.context}")
+        return self._start(prefix, use_cache)
+
+    def _start(self, prefix: torch.Tensor, use_cache: bool) -> dict:
         state = {"t": prefix.shape[1], "batch": prefix.shape[0]}
-        if self.use_cache:
+        if use_cache:
             state["caches"] = [{} for _ in self.layers]
-            if prefix.shape[1]:
-                self(prefix, caches=state["caches"])
+            if prefix.shape[1]:  # only the keys and values are needed: no head, no logits
+                self._hidden(prefix, caches=state["caches"])
         else:
             state["tokens"] = prefix
         return state
@@ -222,13 +234,21 @@ class GPT(nn.Module):
         require_token_ids("prev", prev, self.config.vocab_size, 1)
         if prev.shape[0] != state["batch"]:
             raise ValueError(f"prev must hold one token per sequence: shape ({state['batch']},), got {tuple(prev.shape)}")
+        if "caches" in state and state["t"] + 1 > self.config.context:
+            raise ValueError(f"prev goes past the context of {self.config.context} tokens "
+                             f"({state['t']} cached + 1 new); crop it to the last {self.config.context}")
+        return self._step(prev, state)
+
+    def _step(self, prev: torch.Tensor, state: dict):
+        """:meth:`step` unchecked (generate's tokens come from the model's own logits)."""
         t = state["t"]
         if "caches" in state:  # only the new token runs; the caches hold the keys/values of the rest
             caches = [dict(c) for c in state["caches"]]  # shallow copies: the old state stays valid
-            logits = self(prev[:, None], caches=caches, offset=t)[:, -1]  # (B, V)
+            logits = self.head(self._hidden(prev[:, None], caches=caches, offset=t))[:, -1]  # (B, V)
             return logits, {**state, "caches": caches, "t": t + 1}
         tokens = torch.cat([state["tokens"], prev[:, None]], dim=1)  # (B, t + 1)
-        logits = self(tokens[:, -self.config.context:])[:, -1]  # (B, V) the whole text again
+        window = tokens[:, -self.config.context:]  # the whole text again, at most a context
+        logits = self.head(self._hidden(window)[:, -1])  # (B, V) the head on the last position only
         return logits, {**state, "tokens": tokens, "t": t + 1}
 
     @torch.inference_mode()
@@ -242,8 +262,6 @@ class GPT(nn.Module):
         ``use_cache=True``: the KV cache (the whole text must fit the context);
         ``False``: every step reads the last ``context`` tokens again; ``None`` (default):
         the model's ``use_cache`` when the text fits the context, otherwise without the cache."""
-        from ..decoding import sample_decode  # decoding sits above the models
-
         require_token_ids("prompt", prompt, self.config.vocab_size, 2)
         if prompt.shape[1] == 0:
             raise ValueError("prompt must hold at least one token per sequence (use a newline for 'nothing')")
@@ -252,16 +270,15 @@ class GPT(nn.Module):
         if use_cache and not fits:
             raise ValueError(f"prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
                              f"context of {self.config.context} tokens; generate without the cache to crop")
-        before = self.use_cache
-        self.use_cache = (before and fits) if use_cache is None else use_cache
+        cached = (self.use_cache and fits) if use_cache is None else use_cache
         was_training = self.training
         self.eval()
         try:
-            state = self.start(prompt[:, :-1])
-            new = sample_decode(self.step, state, prompt[:, -1], max_new_tokens, temperature=temperature,
+            # a prompt longer than the context is read without the cache, cropped at each step
+            state = self._start(prompt[:, :-1], cached)
+            new = sample_decode(self._step, state, prompt[:, -1], max_new_tokens, temperature=temperature,
                                 top_k=top_k, top_p=top_p, generator=generator)  # (B, max_new_tokens)
         finally:
-            self.use_cache = before
             self.train(was_training)
         return torch.cat([prompt, new], dim=1)
 
