@@ -267,8 +267,8 @@ class Sandbox:
         frame = self._read_exact(n, deadline, why)
         try:
             reply = wire.decode(frame[1:])
-        except wire.WireError as err:
-            self._die(f"an unreadable reply ({err})")
+        except Exception as err:  # noqa: BLE001 (whatever decoding raises is the sender's fault, never the grader's)
+            self._die(f"an unreadable reply ({err})"[:400])
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool) or frame[0] not in (0, 1):
             self._die("a malformed reply")
         if frame[0] == TAG_TEMPLATE and not template:
