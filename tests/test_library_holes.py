@@ -30,7 +30,8 @@ from teaching.exercises import read_chapter  # noqa: E402
 from teaching.stubbing import Index, exercise_rule, prepare_course_dir, stubbed_set  # noqa: E402
 
 NAMES = {"02": "02_seq2seq_attention", "04": "04_masking", "05": "05_multihead_attention", "07": "07_transformer",
-         "11": "11_positions_and_memory", "12": "12_fast_attention", "03": "03_self_attention"}
+         "11": "11_positions_and_memory", "12": "12_fast_attention", "03": "03_self_attention",
+         "06": "06_positional_encoding", "10": "10_language_model"}
 
 # (chapter, answer cell, its source): each one answers the exercise with library code
 ATTACKS = {
@@ -104,6 +105,28 @@ ATTACKS = {
                                "def gqa_attention(q, k, v, mask=None):\n"
                                "    n = q.shape[1] // k.shape[1]\n"
                                "    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), attn_mask=mask)\n"),
+    # red team round 3, H2: public siblings in other modules that compute what the exercise asks
+    "sibling-attention-with-bias": ("02", "seq2seq_dot",
+                                    "import torch\nfrom companion.multihead import _attention_with_bias as _awb\n"
+                                    "def attend(query, keys, values):\n"
+                                    "    c, w = _awb(query[:, None], keys, values, torch.zeros(()), None, 0.0, False)\n"
+                                    "    return c[:, 0], w[:, 0]\n"),
+    "sibling-tiled-attention": ("03", "self_plain",
+                                "import torch\nfrom companion.flash import tiled_attention as _ta\n"
+                                "def plain_self_attention(X):\n"
+                                "    eye = torch.eye(X.shape[0], dtype=X.dtype)\n"
+                                "    return _ta(X, X, X), _ta(X, X, eye)\n"),
+    "sibling-rotation-matrix": ("06", "pe_sinusoidal",
+                                "import torch\nfrom companion.positional import rotation_matrix as _rm\n"
+                                "def my_sinusoidal(length, d_model, base=10000.0):\n"
+                                "    e = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(d_model // 2)\n"
+                                "    return torch.stack([_rm(float(t), d_model, base) @ e for t in range(length)]).float()\n"),
+    "sibling-apply-rope": ("06", "pe_rotation",
+                           "import torch\nfrom companion.positional import apply_rope as _rope\n"
+                           "def shift_matrix(delta, d_model, base=10000.0):\n"
+                           "    eye = torch.eye(d_model, dtype=torch.float64)\n"
+                           "    rows = _rope(eye[:, None, :], torch.tensor([-float(delta)], dtype=torch.float64), base)[:, 0]\n"
+                           "    return rows.T.contiguous()\n"),
 }
 # what the CSV's status says for an attack that is not refused by name (default: "not allowed in this exercise")
 REFUSAL = {"transformers-repeat-kv": "No module named 'transformers'"}
@@ -131,8 +154,14 @@ def _inputs(attack: str):
         mask = torch.rand(2, 3, 5, generator=g) > 0.3
         mask[0, 1] = False  # a fully masked row
         return "masked_softmax", (scores, mask)
-    if attack == "private-attention":
+    if attack in ("private-attention", "sibling-tiled-attention"):
         return "plain_self_attention", (torch.randn(6, 4, generator=g),)
+    if attack == "sibling-attention-with-bias":
+        return "attend", (torch.randn(2, 8, generator=g), torch.randn(2, 5, 8, generator=g), torch.randn(2, 5, 3, generator=g))
+    if attack == "sibling-rotation-matrix":
+        return "my_sinusoidal", (7, 6)
+    if attack == "sibling-apply-rope":
+        return "shift_matrix", (3, 6)
     if attack == "namesake-entropy":
         w = torch.softmax(torch.randn(3, 5, generator=g), -1)
         w[0, 0] = 0.0
@@ -183,6 +212,21 @@ def _rule(chapter, answer_id):
                            "companion.flash._tiled_forward", "companion.flash._tiled_backward",
                            "companion.flash.online_softmax"]),
     ("12", "flash_update", ["companion.flash._tiled_forward", "companion.flash._tile_scores"]),
+    # red team round 3, H2: siblings in other modules
+    ("02", "seq2seq_dot", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+                           "companion.flash._tiled_forward", "companion.multihead.MultiHeadAttention.forward"]),
+    ("03", "self_plain", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+                          "companion.flash._tiled_forward"]),
+    ("04", "masking_softmax", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention"]),
+    ("05", "multihead_one_head", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("05", "multihead_forward", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("05", "multihead_module", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("10", "lm_cache", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("11", "rope_attention", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("06", "pe_sinusoidal", ["companion.positional.rotation_matrix", "companion.positional.apply_rope",
+                             "companion.positional.apply_rope_complex"]),
+    ("06", "pe_rotation", ["companion.positional.apply_rope", "companion.positional.apply_rope_complex",
+                           "companion.positional._rope_angles"]),
 ])
 def test_helpers_siblings_and_namesakes_are_stubbed(index, chapter, answer_id, gone):
     not_allowed, names, setup = _rule(chapter, answer_id)
