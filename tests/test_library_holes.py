@@ -311,7 +311,7 @@ spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
 runner = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(runner)
 import torch, torch.nn.functional as F
-names = sys.argv[2].split(",") if sys.argv[2] else []
+names = runner.capability_names(sys.argv[2].split(",") if sys.argv[2] else [])  # as the runner does
 for dotted in names:
     if "(" not in dotted:
         runner.refuse_everywhere(torch, dotted)
@@ -390,6 +390,41 @@ def flex_math():
     blocks = create_block_mask(lambda b, h, i, j: i >= j, None, None, 5, 5, device="cpu")
     sys.modules["torch._higher_order_ops.flex_attention"].math_attention(
         q, k, k, lambda s, b, h, i, j: s, blocks.as_tuple(), 0.35, {})
+# red team round 3, H1: torch's other implementations of a refused capability
+rows = torch.randn(3, 8)
+probs = torch.softmax(torch.randn(3, 5), -1)
+def ln_group_norm():
+    F.group_norm(rows.reshape(-1, 1, 8), 1)
+def ln_rms_norm():
+    F.rms_norm(rows - rows.mean(-1, keepdim=True), (8,))
+def ln_instance_norm():
+    F.instance_norm(rows[:, None, :])
+def ln_batch_norm():
+    F.batch_norm(rows.T, None, None, training=True)
+def ln_refs():
+    import torch._refs as refs
+    refs.native_layer_norm(rows, (8,), None, None, 1e-5)
+def ent_xlogy():
+    -torch.special.xlogy(probs, probs).sum(-1)
+def ent_xlogy_method():
+    probs.xlogy(probs)
+def ent_refs():
+    import torch._refs.special as rs
+    rs.entr(probs)
+def mha_need_weights():
+    eye = torch.eye(8)
+    t = rows[:, None, :]
+    F.multi_head_attention_forward(t, t, t, 8, 1, torch.cat([eye, eye, eye]), None, None, None, False, 0.0,
+                                   eye, None, training=False, need_weights=True)
+def ao_mha():
+    import torch.ao.nn.quantizable as qnn
+    t = rows[:, None, :]
+    qnn.MultiheadAttention(8, 2).eval()(t, t, t, need_weights=False)
+def ao_mha_reloaded():
+    import importlib
+    fresh = importlib.reload(importlib.import_module("torch.ao.nn.quantizable.modules.activation"))
+    t = rows[:, None, :]
+    fresh.MultiheadAttention(8, 2).eval()(t, t, t, need_weights=False)
 for call in sys.argv[3].split(","):
     evidence.flags.clear()
     try:
@@ -502,6 +537,36 @@ def test_the_sdpa_family_is_refused_by_name_where_sdpa_is():
     got = torch_probe(_names("03", "self_plain"), ["sdpa_math_plain", "flash_same_heads", "flash_grouped_unwatched"])
     assert all(result == "refused" for result, _ in got.values()), got
     assert "_scaled_dot_product_flash_attention_for_cpu" in got["flash_same_heads"][1], got
+
+
+def test_other_implementations_of_layer_norm_are_refused():
+    """Red team round 3, H1: group norm with one group, RMS norm of the centred rows, instance
+    and batch norm, and torch._refs' layer norm all compute a layer norm."""
+    calls = ["ln_group_norm", "ln_rms_norm", "ln_instance_norm", "ln_batch_norm", "ln_refs"]
+    got = torch_probe(_names("07", "transformer_layernorm"), calls)
+    assert all(got[c][0] == "refused" for c in calls), got
+    unrefused = torch_probe([], calls)  # the attacks run where nothing is named
+    assert all(unrefused[c][0] == "ran" for c in calls), unrefused
+
+
+def test_other_implementations_of_entropy_are_refused():
+    calls = ["ent_xlogy", "ent_xlogy_method", "ent_refs"]
+    got = torch_probe(_names("02", "seq2seq_entropy"), calls)
+    assert all(got[c][0] == "refused" for c in calls), got
+    assert all(r == "ran" for r, _ in torch_probe([], calls).values())
+
+
+def test_naming_sdpa_refuses_multi_head_attention_too():
+    """Chapter 3 names SDPA only: torch's multi-head attention (need_weights=True takes its
+    explicit path, no SDPA) and the quantizable one in torch.ao are refused there too."""
+    got = torch_probe(_names("03", "self_plain"), ["mha_need_weights", "ao_mha"])
+    assert all(result == "refused" for result, _ in got.values()), got
+    got = torch_probe(_names("05", "multihead_forward"), ["ao_mha", "ao_mha_reloaded"])
+    assert got["ao_mha"][0] == "refused", got
+    # a class re-executed from torch.ao's source: a new class, flagged by the forward hook
+    result, flags = got["ao_mha_reloaded"]
+    assert result == "refused" or "MultiheadAttention.forward" in flags, got
+    assert all(r == "ran" for r, _ in torch_probe([], ["mha_need_weights", "ao_mha"]).values())
 
 
 def test_torch_namesakes_of_the_answer_are_refused():
