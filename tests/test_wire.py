@@ -91,6 +91,7 @@ def test_any_error_while_decoding_a_reply_is_the_sandboxs_fault(monkeypatch):
 
     box = sandbox.Sandbox.__new__(sandbox.Sandbox)
     box.dead, box.end, box.over, box.closed = None, None, False, True
+    box.budget, box._charging = None, False
     box.limits = sandbox.Limits()
     frames = iter([struct.pack(">Q", 9), b"\0" + b"x" * 8])
     monkeypatch.setattr(box, "_read_exact", lambda n, deadline, why: next(frames), raising=False)
