@@ -136,16 +136,21 @@ def _safe_rel_error(a: torch.Tensor, e: torch.Tensor) -> float:
     return rel_error(a.nan_to_num(nan=0.0), e.nan_to_num(nan=0.0))
 
 
-def check_attention_weights(weights, mask=None, name: str = "weights", atol: float = 1e-5) -> None:
-    """Assert that attention ``weights (..., N_q, N_k)`` are valid: finite, non-negative,
-    rows summing to 1, and exactly 0 wherever the boolean ``mask`` (True = may attend)
-    blocks (a row whose every key is blocked must be all 0)."""
+def check_attention_weights(weights, mask=None, name: str = "weights", atol: float = 1e-5, shape=None) -> None:
+    """Assert that attention ``weights (..., N_q, N_k)`` are valid: a floating-point tensor
+    (of ``shape`` when given, checked first), finite, non-negative, rows summing to 1, and
+    exactly 0 wherever the boolean ``mask`` (True = may attend) blocks (a row whose every key
+    is blocked must be all 0). Shape and dtype are checked before any conversion or arithmetic."""
     atol = _require_tolerance("atol", atol)
     require_tensor(name, weights)
+    if shape is not None:
+        check_shape(weights, shape, name=name)
     if weights.dim() < 2:
         raise AssertionError(f"{name} must have at least 2 dimensions (..., N_q, N_k), got shape {tuple(weights.shape)}")
     if weights.is_complex():
         raise AssertionError(f"{name} has complex dtype {weights.dtype}; attention weights are real numbers")
+    if not weights.is_floating_point():
+        raise AssertionError(f"{name} has dtype {weights.dtype}; attention weights are floating-point numbers")
     if mask is not None:
         require_bool_mask("mask", mask, tuple(weights.shape))
     w = weights.detach().cpu().double()

@@ -113,6 +113,9 @@ class Grader:
             exec(compile(params, "<parameters>", "exec"), trusted)  # noqa: S102 (instructor code)
             exec(compile(chapter.setup_source, "<setup>", "exec"), trusted)  # noqa: S102
         results, ran = [], []
+        # one budget for the student's answer cells of the whole chapter, replays included
+        total = self.limits.seconds * self.limits.chapter_factor * len(chapter.exercises)
+        left = total
         with tempfile.TemporaryDirectory(dir=self.workdir, prefix="run-") as tmp:
             box, box_key = None, None
             try:
@@ -120,6 +123,12 @@ class Grader:
                     if ex.answer_id not in answers:
                         results.append(Result(ex.check_id, 0.0, ex.points,
                                               f"no answer cell {ex.answer_id!r} in the submission"))
+                        continue
+                    if left <= 0:
+                        results.append(Result(ex.check_id, 0.0, ex.points,
+                                              f"your code: time limit: your answer cells in this chapter, replayed "
+                                              f"ones included, took more than {total:g} s in all (the sum of their "
+                                              f"limits); this exercise was not run"))
                         continue
                     # Landlock: one sandbox with every copy, each exercise confined to its own;
                     # else one sandbox per copy, which mounts that copy only
@@ -136,7 +145,9 @@ class Grader:
                         key = None if self.shared else self.course_index(ex)
                         box_key = key
                     index = self.course_index(ex) if key is None else 0
+                    box.budget, box.budget_total = left, total
                     result, answer_ran = self._grade_one(box, ex, answers, ran, params, trusted, index)
+                    left = box.budget
                     results.append(result)
                     if answer_ran:
                         ran.append(ex.answer_id)

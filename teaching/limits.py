@@ -33,6 +33,9 @@ class Limits:
     seconds: float = 30.0  # wall clock for each cell of the student's (replayed ones too) and each call of the check
     startup_seconds: float = 120.0  # for the sandbox to start, and for the parameters and setup cells
     total_factor: float = 4.0  # and one exercise's answer and check together: at most this many times `seconds`
+    # the student's cells of one chapter (answers and their replays) together: at most this many
+    # times `seconds` per exercise of the chapter (the sum of the answer cells' own limits)
+    chapter_factor: float = 1.0
     cpu_seconds: int = 120  # CPU time of each process
     memory_bytes: int = 6 * 2**30  # address space (torch reserves a lot of it)
     file_bytes: int = 16 * 2**20  # largest file it may write (its printed output included)

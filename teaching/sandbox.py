@@ -17,7 +17,9 @@ sandbox that overruns any of them is killed with its whole process group; the ne
 gets a new sandbox. The message says which deadline applied, with its number of seconds (the
 start-up allowance, a replayed answer's, the answer's own, or the answer and check together).
 ``--timeout`` counts from the moment the runner starts each answer cell, replayed earlier
-answers included, not from the sandbox's start-up.
+answers included, not from the sandbox's start-up. The student's answer cells of one chapter,
+replays included, also share one budget (:attr:`Sandbox.budget`, set by the grader: the sum of
+the answer cells' own limits): replays cannot make a chapter hold a job slot for minutes.
 
 Without bwrap, grading refuses to run unless the instructor passes ``--no-sandbox``, which
 runs the student's code as the instructor's user, with the same resource limits but with the
@@ -94,6 +96,11 @@ class Sandbox:
         self.flags: list[str] = []  # what the runner's evidence log saw (sandbox_runner.Evidence), for the CSV
         self.over = True  # no exercise is running
         self.end: float | None = None  # the deadline of the running exercise's answer and check together
+        # seconds left to the student's cells of the whole chapter (answers and their replays),
+        # and its total for the message: set by the grader (None: no such budget)
+        self.budget: float | None = None
+        self.budget_total: float = 0.0
+        self._charging = False  # whether the wait now is a student's cell's (it counts against the budget)
         self.course_dirs = [Path(c) for c in course_dirs]
         root = isolate and os.geteuid() == 0
         self.user, self._user_lock = _claim_user(limits.user) if root else (None, None)
@@ -153,6 +160,7 @@ class Sandbox:
         self._send_raw(bytes([TAG_TEMPLATE]) + cloudpickle.dumps({"op": "exercise", **job,
                                                                   "course_dir": self._course(course)}))
         for label, _ in job["context_cells"]:
+            self._charging = label.startswith("answer")
             if label in ("parameters", "setup"):
                 seconds, late = self.limits.startup_seconds, f"the {label} cell did not finish within {{:g}} s"
             elif label.startswith("answer"):
@@ -163,7 +171,11 @@ class Sandbox:
             if ran.get("ran") != label:
                 self._die("a malformed reply")
         self.end = time.monotonic() + self.limits.seconds * self.limits.total_factor  # answer and check
-        return self.receive(self.limits.seconds, f"your answer cell did not finish within {self.limits.seconds:g} s")
+        self._charging = True
+        try:
+            return self.receive(self.limits.seconds, f"your answer cell did not finish within {self.limits.seconds:g} s")
+        finally:
+            self._charging = False
 
     def _course(self, i: int) -> str:
         return f"/course/{i}" if self.isolate else str(self.course_dirs[i])
@@ -190,7 +202,12 @@ class Sandbox:
     def _deadline(self, seconds: float | None, late: str | None) -> tuple[float, str]:
         """When a wait ends, and what the row says if it does: the limit that applied, quoted."""
         seconds = seconds or self.limits.seconds
-        own = time.monotonic() + seconds
+        now = time.monotonic()
+        own = now + seconds
+        if self._charging and self.budget is not None and now + self.budget < own and \
+                (self.end is None or now + self.budget < self.end):
+            return now + max(self.budget, 0.0), (f"time limit: your answer cells in this chapter, replayed ones "
+                                                 f"included, took more than {self.budget_total:g} s in all")
         if self.end is not None and self.end < own:
             if self.over is False and late and late.startswith("the sandbox did not end"):
                 return self.end, f"time limit: {late}"
@@ -261,14 +278,19 @@ class Sandbox:
         if self.dead:
             raise AnswerError(self.dead)
         deadline, why = self._deadline(seconds, late)
-        (n,) = struct.unpack(">Q", self._read_exact(8, deadline, why))
-        if n > MAX_REPLY + 1 or n < 1:
-            self._die(f"a reply of {n:,} bytes (more than {MAX_REPLY:,})")
-        frame = self._read_exact(n, deadline, why)
+        began = time.monotonic()
+        try:
+            (n,) = struct.unpack(">Q", self._read_exact(8, deadline, why))
+            if n > MAX_REPLY + 1 or n < 1:
+                self._die(f"a reply of {n:,} bytes (more than {MAX_REPLY:,})")
+            frame = self._read_exact(n, deadline, why)
+        finally:
+            if self._charging and self.budget is not None:
+                self.budget -= time.monotonic() - began
         try:
             reply = wire.decode(frame[1:])
-        except wire.WireError as err:
-            self._die(f"an unreadable reply ({err})")
+        except Exception as err:  # noqa: BLE001 (whatever decoding raises is the sender's fault, never the grader's)
+            self._die(f"an unreadable reply ({err})"[:400])
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool) or frame[0] not in (0, 1):
             self._die("a malformed reply")
         if frame[0] == TAG_TEMPLATE and not template:

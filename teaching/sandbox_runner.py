@@ -93,6 +93,58 @@ FLEX_FUNCTIONS = ("torch.nn.attention.flex_attention.flex_attention",
                   "torch._higher_order_ops.flex_attention.sdpa_dense")
 
 
+# Other implementations of a refused capability: where not_allowed names the function (key),
+# these torch functions and classes are refused too, by every name torch gives them
+# (:func:`refuse_everywhere`), and every overload of these aten ops at every key of
+# :data:`KERNEL_KEYS` where it has a kernel (:func:`op_kernels`). ``torch._refs`` and
+# ``torch._decomp`` run primitive ops, so only their entry points, by name, can be refused.
+_MHA = ("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
+        "torch.ao.nn.quantizable.MultiheadAttention", "torch.ao.nn.quantizable.modules.activation.MultiheadAttention")
+_LAYER_NORM = ("torch.native_layer_norm", "torch._refs.native_layer_norm", "torch._refs.nn.functional.layer_norm",
+               "torch.nn.functional.group_norm", "torch.group_norm", "torch.native_group_norm",
+               "torch._refs.nn.functional.group_norm", "torch._refs.native_group_norm",
+               "torch.nn.functional.rms_norm", "torch.rms_norm", "torch._refs.rms_norm",
+               "torch.nn.functional.instance_norm", "torch.instance_norm",
+               "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
+               "torch._refs.native_batch_norm")
+_LAYER_NORM_OPS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm",
+                   "instance_norm", "batch_norm", "_batch_norm_impl_index", "native_batch_norm",
+                   "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                   "_native_batch_norm_legit_functional")
+_ENTROPY = ("torch.special.xlogy", "torch.xlogy", "torch._refs.special.entr", "torch._refs.xlogy",
+            "torch._refs.special.xlog1py", "torch.special.xlog1py")
+_ENTROPY_OPS = ("special_entr", "xlogy", "special_xlogy", "special_xlog1py")
+CAPABILITIES = {  # named function -> (other functions and classes, aten ops by name)
+    SDPA: (_MHA, ("_native_multi_head_attention",)),
+    "torch.nn.functional.multi_head_attention_forward": (_MHA, ("_native_multi_head_attention",)),
+    "torch.nn.functional.layer_norm": (_LAYER_NORM, _LAYER_NORM_OPS),
+    "torch.layer_norm": (_LAYER_NORM, _LAYER_NORM_OPS),
+    "torch.special.entr": (_ENTROPY, _ENTROPY_OPS),
+}
+
+
+def capability_names(names) -> list[str]:
+    """``names`` and the other implementations of each capability one of them refuses
+    (:data:`CAPABILITIES`), without repeats, in order."""
+    out = list(names)
+    for dotted in names:
+        for other in CAPABILITIES.get(dotted, ((), ()))[0]:
+            if other not in out:
+                out.append(other)
+    return out
+
+
+def op_kernels(torch, bases) -> list[tuple[str, str]]:
+    """(op with its overload, dispatch key) for every overload of the aten ops ``bases`` (names
+    without an overload) and every key of :data:`KERNEL_KEYS` where it has a kernel."""
+    found = []
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, op = full.partition("::")
+        if namespace == "aten" and op.partition(".")[0] in bases:
+            found += [(op, key) for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(full, key)]
+    return found
+
+
 def family_of(name: str) -> str | None:
     """The public function (dotted) whose op family the op or function ``name`` (its own name,
     no overload) belongs to: ``_scaled_dot_product_attention_math`` is SDPA's."""
@@ -204,6 +256,8 @@ def refuse_kernels(torch, names) -> list:
         pairs = [*KERNELS.get(dotted, ())]
         if dotted in OP_FAMILIES:
             pairs += family_kernels(torch, dotted)
+        if dotted in CAPABILITIES:
+            pairs += op_kernels(torch, CAPABILITIES[dotted][1])
         for op, key in pairs:
             if (op, key) in done:
                 continue
@@ -272,10 +326,14 @@ FAMILIES = {  # exact names (a function's, an op's without its overload): cross_
         "functions": ("_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd"),
         "modules": ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                     "TransformerDecoderLayer")},
-    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm", "native_layer_norm_backward", "layer_norm"),
-                   "functions": ("layer_norm", "native_layer_norm"), "modules": ("LayerNorm",)},
-    "entropy": {"names": ("special.entr", "Categorical"), "ops": ("special_entr",),
-                "functions": ("entr", "special_entr"), "modules": ()},
+    "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm_backward", *_LAYER_NORM_OPS),
+                   "functions": ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm",
+                                 "_fused_rms_norm", "instance_norm", "batch_norm", "native_batch_norm"),
+                   "modules": ("LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d",
+                               "InstanceNorm3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d")},
+    "entropy": {"names": ("special.entr", "Categorical"), "ops": _ENTROPY_OPS,
+                "functions": ("entr", "special_entr", "xlogy", "special_xlogy", "xlog1py", "special_xlog1py"),
+                "modules": ()},
 }
 
 
@@ -382,9 +440,9 @@ class Evidence:
                     log.add(f"ran {func}")
                 return func(*args, **kwargs)
 
-        def hook(module, args):
+        def hook(module, args):  # a watched class, or a subclass of one, from any torch module (torch.ao too)
             cls = type(module)
-            if cls.__name__ in modules and cls.__module__.startswith("torch.nn"):
+            if any(c.__name__ in modules and c.__module__.startswith("torch") for c in cls.__mro__):
                 log.add(f"ran {cls.__module__}.{cls.__name__}.forward")
 
         self.modes = (Functions, Kernels if ops or rules else None)  # a rule holds below the functions too
@@ -802,13 +860,18 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
 
     # Not allowed in this exercise: torch functions that would answer it. (The companion's
     # own are replaced in the copy of the package this process imports.)
-    for dotted in job.get("torch_not_allowed", ()):
+    refused = capability_names(job.get("torch_not_allowed", ()))  # and the capability's other implementations
+    for dotted in refused:
         if "(" not in dotted:  # an argument rule is the Evidence's
-            refuse_everywhere(torch, dotted)
+            try:
+                refuse_everywhere(torch, dotted)
+            except (ImportError, AttributeError):  # a family member this torch does not have
+                if dotted in job.get("torch_not_allowed", ()):
+                    raise
     # kept in this function's frame, not in a module's namespace; the student's code can still
     # reach them (the stack, the garbage collector): see Evidence
-    kept = [*refuse_kernels(torch, job.get("torch_not_allowed", ())), *refuse_namesakes(torch, job.get("names", ()))]
-    evidence = Evidence(torch, job.get("torch_not_allowed", ()))  # flags for the instructor: see Evidence
+    kept = [*refuse_kernels(torch, refused), *refuse_namesakes(torch, job.get("names", ()))]
+    evidence = Evidence(torch, refused)  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
 

@@ -11,8 +11,8 @@ JSON header followed by the raw bytes of its tensors:
 
 The decoder checks every offset, size, dtype and shape against the body before it builds a
 tensor with ``torch.frombuffer``. The tensors' bytes must follow one another in the order of
-the tree, each used once and all of them used, and the header is at most ``MAX_HEADER``
-bytes: decoding copies each byte received once (no reply can make it build more than it
+the tree, each used once and all of them used, the header is at most ``MAX_HEADER``
+bytes and the tensors at most ``MAX_TENSOR_BYTES`` (16 MiB) together: decoding copies each byte received once (no reply can make it build more than it
 sent). Standard library and torch only: the sandbox imports this file too.
 """
 
@@ -29,6 +29,7 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
 MAX_DEPTH = 32
 MAX_HEADER = 4 * 2**20  # bytes of JSON: a list of n empty lists costs Python about 20 n bytes
+MAX_TENSOR_BYTES = 16 * 2**20  # the tensors of one message together: no exercise's answer comes near it
 
 
 class WireError(ValueError):
@@ -93,9 +94,12 @@ def decode(message: bytes):
         raise WireError(f"a header of {n:,} bytes (more than {MAX_HEADER:,})")
     try:
         header = json.loads(message[8: 8 + n].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise WireError(f"an unreadable header: {err}") from None
+    except Exception as err:  # noqa: BLE001 (bad UTF-8 or JSON, too deep, a 5000-digit integer, ...)
+        raise WireError(f"an unreadable header ({type(err).__name__}: {err})"[:300]) from None
     body = memoryview(message)[8 + n:]
+    if len(body) > MAX_TENSOR_BYTES:
+        raise WireError(f"tensors of {len(body):,} bytes in one reply (more than {MAX_TENSOR_BYTES:,}: no answer "
+                        "of any exercise needs that much)")
     used = 0  # the tensors' bytes come one after another, each used once
 
     def value(node, depth=0):

@@ -212,3 +212,15 @@ def test_fresh_rng_draws_from_the_grading_seed_and_restores_the_global_generator
     with pytest.raises(ValueError, match=GRADING_SEED):
         with fresh_rng():
             pass
+
+
+def test_check_attention_weights_checks_dtype_and_shape_before_converting():
+    """Red team round 3: a 61 MiB uint8 tensor was converted with ``.double()`` before any
+    check (a gigabyte in the grader). Integer weights and a wrong ``shape`` fail first."""
+    import companion.checks as ch
+
+    with pytest.raises(AssertionError, match="floating-point"):
+        ch.check_attention_weights(torch.ones(2, 2, dtype=torch.uint8), name="w")
+    with pytest.raises(AssertionError, match=r"shape \(40, 40\), expected \(5, 5\)"):
+        ch.check_attention_weights(torch.full((40, 40), 1 / 40), name="w", shape=(5, 5))
+    ch.check_attention_weights(torch.full((5, 5), 0.2), name="w", shape=(5, 5))

@@ -158,8 +158,28 @@ def test_7_a_replayed_answer_has_the_answers_own_time_limit(graded):
                                      "masking_predict_check": 0.0, "masking_left_check": 0.0, "TOTAL": 2.0}
     for cell in ("masking_softmax_check", "masking_predict_check", "masking_left_check"):
         why = status(rows, student, cell)
-        assert "time limit" in why and "replayed" in why and "10 s" in why, why
+        # each replay its own 10 s, until the chapter's budget (4 x 10 s, replays included) is spent
+        assert "time limit" in why and "replayed" in why and ("10 s" in why or "40 s in all" in why), why
     assert_classmates_intact(rows)
+
+
+def test_m1_replays_share_one_budget_for_the_chapter(tmp_path):
+    """Red team round 3, M1: answers that sleep just under the limit, replayed before every later
+    exercise, held a job slot for minutes (4 answers of 27 s: 270 s). The student's answer
+    cells of one chapter, replays included, share one budget: the sum of their limits (here
+    4 x 3 s). Each cell sleeps 1.5 s: three exercises fit (1.5 + 3 + 4.5 s), the fourth would
+    need 6 s with 3 s left, and its row says why."""
+    from test_grading import answer_cell, instructor
+
+    slow = {gid: "import time\ntime.sleep(1.5)\n" + answer_cell(instructor(), gid).source
+            for gid in ("masking_causal", "masking_softmax", "masking_predict", "masking_left")}
+    t0 = time.perf_counter()
+    rows, run = grade(tmp_path, {"sleeps": with_answers(**slow)}, "--timeout", "3", classmates=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert scores(rows, "sleeps") == {**POINTS, "masking_left_check": 0.0, "TOTAL": 7.0}, rows
+    why = status(rows, "sleeps", "masking_left_check")
+    assert "time limit" in why and "12 s in all" in why, why
+    assert time.perf_counter() - t0 < 300
 
 
 # -- the pieces, without a class around them ---------------------------------------------------------

@@ -30,7 +30,8 @@ from teaching.exercises import read_chapter  # noqa: E402
 from teaching.stubbing import Index, exercise_rule, prepare_course_dir, stubbed_set  # noqa: E402
 
 NAMES = {"02": "02_seq2seq_attention", "04": "04_masking", "05": "05_multihead_attention", "07": "07_transformer",
-         "11": "11_positions_and_memory", "12": "12_fast_attention", "03": "03_self_attention"}
+         "11": "11_positions_and_memory", "12": "12_fast_attention", "03": "03_self_attention",
+         "06": "06_positional_encoding", "10": "10_language_model"}
 
 # (chapter, answer cell, its source): each one answers the exercise with library code
 ATTACKS = {
@@ -104,6 +105,28 @@ ATTACKS = {
                                "def gqa_attention(q, k, v, mask=None):\n"
                                "    n = q.shape[1] // k.shape[1]\n"
                                "    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), attn_mask=mask)\n"),
+    # red team round 3, H2: public siblings in other modules that compute what the exercise asks
+    "sibling-attention-with-bias": ("02", "seq2seq_dot",
+                                    "import torch\nfrom companion.multihead import _attention_with_bias as _awb\n"
+                                    "def attend(query, keys, values):\n"
+                                    "    c, w = _awb(query[:, None], keys, values, torch.zeros(()), None, 0.0, False)\n"
+                                    "    return c[:, 0], w[:, 0]\n"),
+    "sibling-tiled-attention": ("03", "self_plain",
+                                "import torch\nfrom companion.flash import tiled_attention as _ta\n"
+                                "def plain_self_attention(X):\n"
+                                "    eye = torch.eye(X.shape[0], dtype=X.dtype)\n"
+                                "    return _ta(X, X, X), _ta(X, X, eye)\n"),
+    "sibling-rotation-matrix": ("06", "pe_sinusoidal",
+                                "import torch\nfrom companion.positional import rotation_matrix as _rm\n"
+                                "def my_sinusoidal(length, d_model, base=10000.0):\n"
+                                "    e = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(d_model // 2)\n"
+                                "    return torch.stack([_rm(float(t), d_model, base) @ e for t in range(length)]).float()\n"),
+    "sibling-apply-rope": ("06", "pe_rotation",
+                           "import torch\nfrom companion.positional import apply_rope as _rope\n"
+                           "def shift_matrix(delta, d_model, base=10000.0):\n"
+                           "    eye = torch.eye(d_model, dtype=torch.float64)\n"
+                           "    rows = _rope(eye[:, None, :], torch.tensor([-float(delta)], dtype=torch.float64), base)[:, 0]\n"
+                           "    return rows.T.contiguous()\n"),
 }
 # what the CSV's status says for an attack that is not refused by name (default: "not allowed in this exercise")
 REFUSAL = {"transformers-repeat-kv": "No module named 'transformers'"}
@@ -131,8 +154,14 @@ def _inputs(attack: str):
         mask = torch.rand(2, 3, 5, generator=g) > 0.3
         mask[0, 1] = False  # a fully masked row
         return "masked_softmax", (scores, mask)
-    if attack == "private-attention":
+    if attack in ("private-attention", "sibling-tiled-attention"):
         return "plain_self_attention", (torch.randn(6, 4, generator=g),)
+    if attack == "sibling-attention-with-bias":
+        return "attend", (torch.randn(2, 8, generator=g), torch.randn(2, 5, 8, generator=g), torch.randn(2, 5, 3, generator=g))
+    if attack == "sibling-rotation-matrix":
+        return "my_sinusoidal", (7, 6)
+    if attack == "sibling-apply-rope":
+        return "shift_matrix", (3, 6)
     if attack == "namesake-entropy":
         w = torch.softmax(torch.randn(3, 5, generator=g), -1)
         w[0, 0] = 0.0
@@ -183,6 +212,21 @@ def _rule(chapter, answer_id):
                            "companion.flash._tiled_forward", "companion.flash._tiled_backward",
                            "companion.flash.online_softmax"]),
     ("12", "flash_update", ["companion.flash._tiled_forward", "companion.flash._tile_scores"]),
+    # red team round 3, H2: siblings in other modules
+    ("02", "seq2seq_dot", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+                           "companion.flash._tiled_forward", "companion.multihead.MultiHeadAttention.forward"]),
+    ("03", "self_plain", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+                          "companion.flash._tiled_forward"]),
+    ("04", "masking_softmax", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention"]),
+    ("05", "multihead_one_head", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("05", "multihead_forward", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("05", "multihead_module", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("10", "lm_cache", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("11", "rope_attention", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("06", "pe_sinusoidal", ["companion.positional.rotation_matrix", "companion.positional.apply_rope",
+                             "companion.positional.apply_rope_complex"]),
+    ("06", "pe_rotation", ["companion.positional.apply_rope", "companion.positional.apply_rope_complex",
+                           "companion.positional._rope_angles"]),
 ])
 def test_helpers_siblings_and_namesakes_are_stubbed(index, chapter, answer_id, gone):
     not_allowed, names, setup = _rule(chapter, answer_id)
@@ -267,7 +311,7 @@ spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
 runner = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(runner)
 import torch, torch.nn.functional as F
-names = sys.argv[2].split(",") if sys.argv[2] else []
+names = runner.capability_names(sys.argv[2].split(",") if sys.argv[2] else [])  # as the runner does
 for dotted in names:
     if "(" not in dotted:
         runner.refuse_everywhere(torch, dotted)
@@ -346,6 +390,41 @@ def flex_math():
     blocks = create_block_mask(lambda b, h, i, j: i >= j, None, None, 5, 5, device="cpu")
     sys.modules["torch._higher_order_ops.flex_attention"].math_attention(
         q, k, k, lambda s, b, h, i, j: s, blocks.as_tuple(), 0.35, {})
+# red team round 3, H1: torch's other implementations of a refused capability
+rows = torch.randn(3, 8)
+probs = torch.softmax(torch.randn(3, 5), -1)
+def ln_group_norm():
+    F.group_norm(rows.reshape(-1, 1, 8), 1)
+def ln_rms_norm():
+    F.rms_norm(rows - rows.mean(-1, keepdim=True), (8,))
+def ln_instance_norm():
+    F.instance_norm(rows[:, None, :])
+def ln_batch_norm():
+    F.batch_norm(rows.T, None, None, training=True)
+def ln_refs():
+    import torch._refs as refs
+    refs.native_layer_norm(rows, (8,), None, None, 1e-5)
+def ent_xlogy():
+    -torch.special.xlogy(probs, probs).sum(-1)
+def ent_xlogy_method():
+    probs.xlogy(probs)
+def ent_refs():
+    import torch._refs.special as rs
+    rs.entr(probs)
+def mha_need_weights():
+    eye = torch.eye(8)
+    t = rows[:, None, :]
+    F.multi_head_attention_forward(t, t, t, 8, 1, torch.cat([eye, eye, eye]), None, None, None, False, 0.0,
+                                   eye, None, training=False, need_weights=True)
+def ao_mha():
+    import torch.ao.nn.quantizable as qnn
+    t = rows[:, None, :]
+    qnn.MultiheadAttention(8, 2).eval()(t, t, t, need_weights=False)
+def ao_mha_reloaded():
+    import importlib
+    fresh = importlib.reload(importlib.import_module("torch.ao.nn.quantizable.modules.activation"))
+    t = rows[:, None, :]
+    fresh.MultiheadAttention(8, 2).eval()(t, t, t, need_weights=False)
 for call in sys.argv[3].split(","):
     evidence.flags.clear()
     try:
@@ -458,6 +537,36 @@ def test_the_sdpa_family_is_refused_by_name_where_sdpa_is():
     got = torch_probe(_names("03", "self_plain"), ["sdpa_math_plain", "flash_same_heads", "flash_grouped_unwatched"])
     assert all(result == "refused" for result, _ in got.values()), got
     assert "_scaled_dot_product_flash_attention_for_cpu" in got["flash_same_heads"][1], got
+
+
+def test_other_implementations_of_layer_norm_are_refused():
+    """Red team round 3, H1: group norm with one group, RMS norm of the centred rows, instance
+    and batch norm, and torch._refs' layer norm all compute a layer norm."""
+    calls = ["ln_group_norm", "ln_rms_norm", "ln_instance_norm", "ln_batch_norm", "ln_refs"]
+    got = torch_probe(_names("07", "transformer_layernorm"), calls)
+    assert all(got[c][0] == "refused" for c in calls), got
+    unrefused = torch_probe([], calls)  # the attacks run where nothing is named
+    assert all(unrefused[c][0] == "ran" for c in calls), unrefused
+
+
+def test_other_implementations_of_entropy_are_refused():
+    calls = ["ent_xlogy", "ent_xlogy_method", "ent_refs"]
+    got = torch_probe(_names("02", "seq2seq_entropy"), calls)
+    assert all(got[c][0] == "refused" for c in calls), got
+    assert all(r == "ran" for r, _ in torch_probe([], calls).values())
+
+
+def test_naming_sdpa_refuses_multi_head_attention_too():
+    """Chapter 3 names SDPA only: torch's multi-head attention (need_weights=True takes its
+    explicit path, no SDPA) and the quantizable one in torch.ao are refused there too."""
+    got = torch_probe(_names("03", "self_plain"), ["mha_need_weights", "ao_mha"])
+    assert all(result == "refused" for result, _ in got.values()), got
+    got = torch_probe(_names("05", "multihead_forward"), ["ao_mha", "ao_mha_reloaded"])
+    assert got["ao_mha"][0] == "refused", got
+    # a class re-executed from torch.ao's source: a new class, flagged by the forward hook
+    result, flags = got["ao_mha_reloaded"]
+    assert result == "refused" or "MultiheadAttention.forward" in flags, got
+    assert all(r == "ran" for r, _ in torch_probe([], ["mha_need_weights", "ao_mha"]).values())
 
 
 def test_torch_namesakes_of_the_answer_are_refused():

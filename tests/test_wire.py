@@ -61,3 +61,45 @@ def test_a_value_that_python_refuses_is_a_wire_error_not_a_crash():
         header = json.dumps(node).encode()
         with pytest.raises(WireError):
             decode(struct.pack(">Q", len(header)) + header)
+
+
+def test_a_number_json_refuses_is_a_wire_error():
+    """Red team round 3: a frame with a 5000-digit integer made ``json.loads`` raise a plain
+    ValueError, and the student's rows became grader errors. Any failure decoding is WireError."""
+    with pytest.raises(WireError):
+        decode(message({"ok": True}).replace(b"true", b"9" * 5000).replace(struct.pack(">Q", 12),
+                                                                         struct.pack(">Q", 5008)))
+
+
+def test_a_reply_with_more_tensor_bytes_than_the_cap_is_refused():
+    """Red team round 3: a 61 MiB uint8 weights tensor grew the grader by a gigabyte. The
+    tensors of one message are at most MAX_TENSOR_BYTES together: more is the sender's error."""
+    from teaching.wire import MAX_TENSOR_BYTES
+
+    just = torch.zeros(MAX_TENSOR_BYTES, dtype=torch.uint8)
+    assert decode(encode(just)).numel() == MAX_TENSOR_BYTES
+    with pytest.raises(WireError, match="more than"):
+        decode(encode(torch.zeros(MAX_TENSOR_BYTES + 1, dtype=torch.uint8)))
+    with pytest.raises(WireError, match="more than"):
+        decode(encode([torch.zeros(MAX_TENSOR_BYTES // 2 + 1, dtype=torch.uint8)] * 2))
+
+
+def test_any_error_while_decoding_a_reply_is_the_sandboxs_fault(monkeypatch):
+    """Whatever decoding raises, the grader's receive turns it into an AnswerError (that
+    student's rows), never an exception that makes the row a grader error."""
+    from teaching import sandbox
+
+    box = sandbox.Sandbox.__new__(sandbox.Sandbox)
+    box.dead, box.end, box.over, box.closed = None, None, False, True
+    box.budget, box._charging = None, False
+    box.limits = sandbox.Limits()
+    frames = iter([struct.pack(">Q", 9), b"\0" + b"x" * 8])
+    monkeypatch.setattr(box, "_read_exact", lambda n, deadline, why: next(frames), raising=False)
+
+    def boom(_):
+        raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+
+    monkeypatch.setattr(sandbox.wire, "decode", boom)
+    with pytest.raises(sandbox.AnswerError, match="unreadable reply"):
+        box.receive(1.0, "late")
+    assert box.dead
