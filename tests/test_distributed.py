@@ -157,8 +157,15 @@ def test_ring_memory_per_rank_falls_as_one_over_p():
 
 
 def test_ulysses_volume():
-    assert ring.ulysses_bytes(1, 8, 4, 1) == 0
-    assert ring.ulysses_bytes(1, 8, 4, 2, bytes_per_element=1) == 4 * 8 * 4 * 1 // 4  # 4 B N D (P-1)/P²
+    assert ring.ulysses_bytes(1, 2, 8, 2, 1) == 0
+    assert ring.ulysses_bytes(1, 2, 8, 2, 2, bytes_per_element=1) == 4 * 8 * 4 * 1 // 4  # 4 B N D (P-1)/P²
+    assert ring.ulysses_bytes(1, 4, 8, 1, 4, bytes_per_element=1) == 4 * 8 * 4 * 3 // 16
+
+
+@pytest.mark.parametrize("heads,world", [(2, 4), (6, 4), (4, 0)])
+def test_ulysses_needs_world_size_to_divide_the_heads(heads, world):
+    with pytest.raises(ValueError, match=f"world_size={world} must divide heads={heads}"):
+        ring.ulysses_bytes(1, heads, 32, 8, world)
 
 
 # --- the batch across devices --------------------------------------------------------------------
