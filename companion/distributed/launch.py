@@ -14,8 +14,8 @@ destroyed and every process joined, also on error: when a rank raises or dies, t
 are stopped and :class:`RankFailed` names the rank that failed first. A collective that
 waits longer than ``timeout`` seconds fails instead of hanging.
 
-:class:`CommLog` counts the collectives that the course's code calls (calls and bytes),
-through the wrappers :func:`all_reduce` and :class:`RingPass`.
+:class:`CommLog` counts the collectives that the course's code calls (calls and the bytes
+handed in), through the wrappers :func:`all_reduce` and :class:`RingPass`.
 """
 
 from __future__ import annotations
@@ -218,13 +218,13 @@ def _failure(procs, errors, world_size) -> RankFailed:
 class CommLog:
     """Counts the collectives called through :func:`~companion.distributed.launch.all_reduce` and
     :class:`~companion.distributed.launch.RingPass`:
-    ``calls[(op, phase)]`` and ``payload[(op, phase)]`` (bytes of the tensors handed in), and
-    ``sent[(op, phase)]``, the bytes this rank puts on the wire:
-
-    - point-to-point: the tensor's bytes;
-    - all-reduce of ``n`` bytes over ``P`` ranks: ``2 (P - 1) / P · n``, what the ring
-      algorithm (NCCL's, and the bandwidth-optimal one) sends from each rank: a
-      reduce-scatter then an all-gather, ``P - 1`` chunks of ``n / P`` each.
+    it counts ``calls[(op, phase)]`` and ``payload[(op, phase)]``, the bytes of the tensors
+    handed to the collective. ``sent[(op, phase)]``, the bytes this rank puts on the wire, is
+    counted only for point-to-point sends (the tensor's bytes). For an all-reduce it is
+    *derived*, not counted: ``2 (P - 1) / P · n`` for ``n`` bytes over ``P`` ranks, what the
+    ring algorithm sends from each rank (a reduce-scatter then an all-gather, ``P - 1``
+    chunks of ``n / P`` each). NCCL may choose a tree algorithm instead, and then the bytes
+    on the wire differ.
     """
 
     def __init__(self):
