@@ -9,6 +9,7 @@ others with an error that names it.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import time
 
 import pytest
@@ -18,7 +19,8 @@ import torch.nn.functional as F
 from companion.distributed import data_parallel as dp
 from companion.distributed import ring
 from companion.distributed import tensor_parallel as tp
-from companion.distributed.launch import RankFailed, choose_backend, fail_on_rank, free_port, launch
+from companion.distributed.launch import (RankFailed, choose_backend, fail_on_rank, free_port, launch,
+                                         own_tcp_addresses)
 from companion.masks import causal_mask
 from companion.multihead import MultiHeadAttention
 
@@ -230,3 +232,12 @@ def test_backend_follows_the_device_policy(monkeypatch):
     with pytest.raises(ValueError, match="scale must be one of"):
         choose_backend(2, "tpu")
     assert 0 < free_port() < 65536
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux only)")
+def test_the_group_uses_only_the_loopback_interface():
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    for addresses in launch(own_tcp_addresses, 2):
+        assert addresses, "gloo connected the ranks through TCP sockets"
+        outside = [(a, state) for a, state in addresses if a not in loopback]
+        assert not outside, f"sockets outside the loopback interface: {outside}"
