@@ -297,7 +297,7 @@ class RingPass:
 def fail_on_rank(rank: int, world_size: int, failing_rank: int, how: str = "raise") -> int:
     """A rank function to watch a failure: every rank joins an all-reduce, except
     ``failing_rank``, which first raises a ``ValueError`` (``how="raise"``) or dies without a
-    word (``how="exit"``, exit code 3). The others would wait for it forever; :func:`launch`
+    word (``how="exit"``, exit code 3). The others would wait for it until the timeout; :func:`launch`
     stops them and names the rank."""
     if rank == failing_rank:
         if how == "exit":
