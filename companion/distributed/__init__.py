@@ -5,8 +5,8 @@
 - :mod:`~companion.distributed.ring`             the sequence across devices (Ring Attention): key/value blocks passed
                            around a ring, partial softmaxes merged with chapter 12's rule
 - :mod:`~companion.distributed.data_parallel`    the batch across devices (``DistributedDataParallel``)
-- :mod:`~companion.distributed.launch`           processes on the loopback address (gloo on CPUs, NCCL on GPUs),
-                           errors that name the failed rank, counting what is sent
+- :mod:`~companion.distributed.launch`           processes on this machine (gloo on CPUs, NCCL on GPUs),
+                           errors that name the failed rank, counting what is handed to collectives
 
 Each split has a version with the ranks simulated in one process (lists of shards), used by
 the exercises, and one that runs on real processes through :func:`~companion.distributed.launch.launch`.

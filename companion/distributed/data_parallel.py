@@ -1,8 +1,10 @@
 """Batch across devices: data parallelism with ``DistributedDataParallel`` (Li et al. 2020).
 
-Every rank holds the whole model and a ``1/P`` slice of each global batch. After the backward
-pass DDP all-reduces the gradients and divides by ``P``: with equal slices, the mean of the
-ranks' mean losses is the global batch's mean loss, so every rank takes the step one process
+Every rank holds the whole model and a ``1/P`` slice of each global batch. During the backward
+pass DDP groups the gradients into buckets. It starts an all-reduce of each bucket as soon as
+all its gradients are ready, so communication overlaps with the rest of the backward pass. The
+gradients are averaged over the ``P`` ranks by the time ``backward()`` returns. With equal
+slices, the mean of the ranks' mean losses is the global batch's mean loss, so every rank takes the step one process
 would take on the global batch, and the weights stay equal to it (to rounding).
 
 Gradient accumulation splits a batch in time instead of across ranks: ``k`` micro-batches, each

@@ -2,20 +2,25 @@
 
 ``launch(fn, world_size, args)`` runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh
 Python processes (``forkserver``, or ``spawn`` where there is none: each imports ``fn`` from
-its module, so ``fn`` must live in a module, never in a notebook cell). Each process joins one process group on the loopback
-address ``127.0.0.1`` at a free port chosen at run time, with
+its module, so ``fn`` must live in a module, never in a notebook cell). Each process joins one
+process group through a file in a fresh temporary directory (a ``FileStore``: no socket
+listens for the rendezvous; the directory is removed afterwards), with
 
 - the ``gloo`` backend and the CPU, or
 - ``nccl`` and GPU ``cuda:rank``, only when ``scale="gpu"``, the course's device policy
   (:func:`companion.device.default_device`) gives CUDA and there is one GPU per rank.
+
+Under gloo each rank sets ``GLOO_SOCKET_IFNAME`` to the loopback interface (``lo`` on Linux,
+``lo0`` on macOS) before it joins, so gloo's data connections stay on this machine too;
+otherwise gloo binds them to the address the host name resolves to.
 
 What each rank returns comes back to the caller as a list, rank 0 first. Every group is
 destroyed and every process joined, also on error: when a rank raises or dies, the others
 are stopped and :class:`RankFailed` names the rank that failed first. A collective that
 waits longer than ``timeout`` seconds fails instead of hanging.
 
-:class:`CommLog` counts the collectives that the course's code calls (calls and bytes),
-through the wrappers :func:`all_reduce` and :class:`RingPass`.
+:class:`CommLog` counts the collectives that the course's code calls (calls and the bytes
+handed in), through the wrappers :func:`all_reduce` and :class:`RingPass`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from __future__ import annotations
 import io
 import os
 import queue as queue_module
+import shutil
 import socket
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -53,6 +60,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
+
+
+def loopback_interface() -> str | None:
+    """The name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), or
+    ``None`` where the system does not list one."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except (AttributeError, OSError):
+        return None
+    return next((name for name in ("lo", "lo0") if name in names), None)
 
 
 def choose_backend(world_size: int, scale: str = "cpu") -> str:
@@ -95,14 +112,16 @@ def _peer_error(err: BaseException) -> bool:
         s in text for s in ("Connection closed by peer", "Connection reset", "Broken pipe", "Timed out"))
 
 
-def _rank_main(rank, world_size, port, backend, timeout, fn, args, results):
+def _rank_main(rank, world_size, store, backend, timeout, fn, args, results):
     """One process: join the group, run ``fn``, send back its result (or the error), leave."""
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = LOOPBACK, str(port)
-    if backend == "gloo":  # share the cores: P processes, each with its slice of them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    if backend == "gloo":
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))  # share the cores
+        interface = loopback_interface()
+        if interface is not None:  # gloo's connections on the loopback interface only
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
     try:
-        dist.init_process_group(backend, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, init_method=f"file://{store}", rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=timeout))
         if backend == "nccl":
             torch.cuda.set_device(rank)
         out = fn(rank, world_size, *args)
@@ -142,8 +161,9 @@ def launch(fn, world_size: int, args: tuple = (), *, timeout: float = 60.0, scal
     backend = choose_backend(world_size, scale)
     ctx = _context()
     results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, backend, timeout, fn, args, results),
+    folder = tempfile.mkdtemp(prefix="companion-rendezvous-")
+    store = os.path.join(folder, "store")  # the FileStore: created by the ranks, removed below
+    procs = [ctx.Process(target=_rank_main, args=(r, world_size, store, backend, timeout, fn, args, results),
                          daemon=True) for r in range(world_size)]
     done, errors = {}, {}
     try:
@@ -168,6 +188,7 @@ def launch(fn, world_size: int, args: tuple = (), *, timeout: float = 60.0, scal
     finally:
         _stop(procs, grace=0.0)
         results.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _drain(results, done, errors) -> None:
@@ -218,13 +239,13 @@ def _failure(procs, errors, world_size) -> RankFailed:
 class CommLog:
     """Counts the collectives called through :func:`~companion.distributed.launch.all_reduce` and
     :class:`~companion.distributed.launch.RingPass`:
-    ``calls[(op, phase)]`` and ``payload[(op, phase)]`` (bytes of the tensors handed in), and
-    ``sent[(op, phase)]``, the bytes this rank puts on the wire:
-
-    - point-to-point: the tensor's bytes;
-    - all-reduce of ``n`` bytes over ``P`` ranks: ``2 (P - 1) / P · n``, what the ring
-      algorithm (NCCL's, and the bandwidth-optimal one) sends from each rank: a
-      reduce-scatter then an all-gather, ``P - 1`` chunks of ``n / P`` each.
+    it counts ``calls[(op, phase)]`` and ``payload[(op, phase)]``, the bytes of the tensors
+    handed to the collective. ``sent[(op, phase)]``, the bytes this rank puts on the wire, is
+    counted only for point-to-point sends (the tensor's bytes). For an all-reduce it is
+    *derived*, not counted: ``2 (P - 1) / P · n`` for ``n`` bytes over ``P`` ranks, what the
+    ring algorithm sends from each rank (a reduce-scatter then an all-gather, ``P - 1``
+    chunks of ``n / P`` each). NCCL may choose a tree algorithm instead, and then the bytes
+    on the wire differ.
     """
 
     def __init__(self):
@@ -276,10 +297,35 @@ class RingPass:
 def fail_on_rank(rank: int, world_size: int, failing_rank: int, how: str = "raise") -> int:
     """A rank function to watch a failure: every rank joins an all-reduce, except
     ``failing_rank``, which first raises a ``ValueError`` (``how="raise"``) or dies without a
-    word (``how="exit"``, exit code 3). The others would wait for it forever; :func:`launch`
+    word (``how="exit"``, exit code 3). The others would wait for it until the timeout; :func:`launch`
     stops them and names the rank."""
     if rank == failing_rank:
         if how == "exit":
             os._exit(3)
         raise ValueError(f"rank {rank} fails on purpose")
     return int(all_reduce(torch.ones(1)).item())
+
+
+def own_tcp_addresses(rank: int, world_size: int) -> list[tuple[str, str]]:
+    """A rank function (Linux only) to see where the group's sockets are: after an all-reduce,
+    this process's TCP sockets as ``(local address, state)`` pairs, from ``/proc/self/fd`` and
+    ``/proc/self/net/tcp`` and ``tcp6``; the address is hex as the kernel writes it, the
+    state ``"0A"`` means listening."""
+    all_reduce(torch.ones(1))
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/self/net/{table}", encoding="utf-8") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    found.append((fields[1].rsplit(":", 1)[0], fields[3]))
+    dist.barrier()
+    return found

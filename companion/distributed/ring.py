@@ -312,9 +312,15 @@ def ring_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: i
             "backward": 0 if world_size == 1 else (2 * world_size - 1) * block}
 
 
-def ulysses_bytes(batch: int, length: int, d_model: int, world_size: int, bytes_per_element: int = 4) -> int:
+def ulysses_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: int,
+                  bytes_per_element: int = 4) -> int:
     """DeepSpeed-Ulysses (Jacobs et al. 2023), forward: an all-to-all turns Q, K, V from
     ``N/P`` positions × all heads into all positions × ``H/P`` heads, one more turns the
-    output back. Each all-to-all of a rank's ``B · (N/P) · D`` numbers sends ``(P - 1)/P`` of
-    them: ``4 · B · N · D · (P - 1) / P²`` numbers per rank, falling as ``P`` grows."""
+    output back. Each all-to-all of a rank's ``B · (N/P) · D`` numbers (``D = H · D_H``) sends
+    ``(P - 1)/P`` of them: ``4 · B · N · D · (P - 1) / P²`` numbers per rank, falling as ``P``
+    grows. Each rank must own whole heads, so ``P`` must divide ``H``: ``P ≤ H``."""
+    if world_size < 1 or heads % world_size != 0:
+        raise ValueError(f"Ulysses gives each rank H/P whole heads: world_size={world_size} "
+                         f"must divide heads={heads}")
+    d_model = heads * head_dim
     return 4 * batch * length * d_model * (world_size - 1) * bytes_per_element // world_size ** 2

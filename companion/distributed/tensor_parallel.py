@@ -198,7 +198,7 @@ def _copy_module(module: nn.Module, device) -> nn.Module:
 def block_all_reduces(batch: int, length: int, d_model: int, world_size: int, bytes_per_element: int = 4) -> dict:
     """Megatron's count for one block: 2 all-reduces of ``B · N · D`` numbers forward (``g``
     after attention and after the MLP), 2 backward (``f`` before each). ``sent`` is each rank's
-    bytes on the wire under the ring algorithm, ``2 (P - 1) / P`` of the payload."""
+    bytes on the wire under the ring algorithm's model, ``2 (P - 1) / P`` of the payload."""
     payload = batch * length * d_model * bytes_per_element
     sent = 2 * (world_size - 1) * payload // world_size
     return {"forward": (2, 2 * payload, 2 * sent), "backward": (2, 2 * payload, 2 * sent)}
