@@ -104,7 +104,7 @@ def text_to_bytes(text: str) -> np.ndarray:
 
 def pair_counts(ids, vocab_size: int) -> dict[tuple[int, int], int]:
     """How often each pair of neighbours ``(a, b)`` occurs in ``ids``: ``{(a, b): count}``
-    for the pairs that occur (minbpe's ``get_stats``), counted in one pass (:func:`_count_pairs`).
+    for the pairs that occur (minbpe's ``get_stats``), counted in one pass (``_count_pairs``).
 
     Overlapping pairs are all counted (``a a a`` holds ``(a, a)`` twice), as minbpe does."""
     require_int("vocab_size", vocab_size, minimum=1)

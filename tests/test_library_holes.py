@@ -106,10 +106,12 @@ ATTACKS = {
                                "    n = q.shape[1] // k.shape[1]\n"
                                "    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), attn_mask=mask)\n"),
     # red team round 3, H2: public siblings in other modules that compute what the exercise asks
+    # (MultiHeadAttention's ALiBi path was _attention_with_bias; it is now the bias argument of
+    # companion.attention._attention_with_weights, which these exercises stub)
     "sibling-attention-with-bias": ("02", "seq2seq_dot",
-                                    "import torch\nfrom companion.multihead import _attention_with_bias as _awb\n"
+                                    "import torch\nfrom companion.attention import _attention_with_weights as _aww\n"
                                     "def attend(query, keys, values):\n"
-                                    "    c, w = _awb(query[:, None], keys, values, torch.zeros(()), None, 0.0, False)\n"
+                                    "    c, w = _aww(query[:, None], keys, values, None, 0.0, bias=torch.zeros(()))\n"
                                     "    return c[:, 0], w[:, 0]\n"),
     "sibling-tiled-attention": ("03", "self_plain",
                                 "import torch\nfrom companion.flash import tiled_attention as _ta\n"
@@ -213,16 +215,16 @@ def _rule(chapter, answer_id):
                            "companion.flash.online_softmax"]),
     ("12", "flash_update", ["companion.flash._tiled_forward", "companion.flash._tile_scores"]),
     # red team round 3, H2: siblings in other modules
-    ("02", "seq2seq_dot", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+    ("02", "seq2seq_dot", ["companion.attention._attention_with_weights", "companion.flash.tiled_attention",
                            "companion.flash._tiled_forward", "companion.multihead.MultiHeadAttention.forward"]),
-    ("03", "self_plain", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention",
+    ("03", "self_plain", ["companion.attention._attention_with_weights", "companion.flash.tiled_attention",
                           "companion.flash._tiled_forward"]),
-    ("04", "masking_softmax", ["companion.multihead._attention_with_bias", "companion.flash.tiled_attention"]),
-    ("05", "multihead_one_head", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
-    ("05", "multihead_forward", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
-    ("05", "multihead_module", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
-    ("10", "lm_cache", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
-    ("11", "rope_attention", ["companion.flash.tiled_attention", "companion.multihead._attention_with_bias"]),
+    ("04", "masking_softmax", ["companion.attention._attention_with_weights", "companion.flash.tiled_attention"]),
+    ("05", "multihead_one_head", ["companion.flash.tiled_attention", "companion.attention._attention_with_weights"]),
+    ("05", "multihead_forward", ["companion.flash.tiled_attention", "companion.attention._attention_with_weights"]),
+    ("05", "multihead_module", ["companion.flash.tiled_attention", "companion.attention._attention_with_weights"]),
+    ("10", "lm_cache", ["companion.flash.tiled_attention", "companion.attention._attention_with_weights"]),
+    ("11", "rope_attention", ["companion.flash.tiled_attention", "companion.attention._attention_with_weights"]),
     ("06", "pe_sinusoidal", ["companion.positional.rotation_matrix", "companion.positional.apply_rope",
                              "companion.positional.apply_rope_complex"]),
     ("06", "pe_rotation", ["companion.positional.apply_rope", "companion.positional.apply_rope_complex",
