@@ -42,7 +42,20 @@ def test_normalising_scales_by_the_machine():
     assert normalised_seconds(30.0, 0.5) == 60.0  # twice as fast
 
 
-@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+# Chapters known to be over budget, each with the measurement that showed it: they fail as
+# xfail (shown in every run's summary) until issue #42 brings them back, then pass as xpass.
+KNOWN_OVER = {
+    "10_language_model": "112 s in a fresh-clone book build at load 2-3 on 2026-12-07 (issue #42)",
+}
+
+
+def _chapter_param(path):
+    reason = KNOWN_OVER.get(path.stem)
+    marks = [pytest.mark.xfail(reason=f"known over budget: {reason}", strict=False)] if reason else []
+    return pytest.param(path, id=path.stem, marks=marks)
+
+
+@pytest.mark.parametrize("notebook", [_chapter_param(p) for p in CHAPTERS])
 def test_the_chapter_runs_within_its_budget(notebook, speed):
     record = current_record(notebook)
     if record is None:

@@ -21,7 +21,7 @@ nothing to do. With contiguous blocks (``layout="contiguous"``) rank 0 works at 
 and rank ``P - 1`` at every step. The **zig-zag** layout (``layout="zigzag"``, as in
 zhuzilin/ring-flash-attention and Llama 3's context parallelism) cuts the sequence into
 ``2P`` chunks and gives rank ``r`` chunks ``r`` and ``2P - 1 - r``: one early, one late, so
-every rank does the same work at every step (:func:`ring_schedule`).
+at each step every rank does the same work (:func:`ring_schedule`).
 
 The backward pass runs the ring again: the key/value blocks travel with the gradients
 ``dK, dV`` accumulated for them, which make one more hop home at the end.
