@@ -159,19 +159,13 @@ def merge_pair(ids, pair: tuple[int, int], new_id: int) -> np.ndarray:
     right without overlap, becomes the one id ``new_id``. Returns a new int64 array.
 
     ``a a a`` with the pair ``(a, a)`` becomes ``new a``: the first two merge, and the third
-    ``a`` has no partner left. The loop it replaces (minbpe's ``merge``)::
+    ``a`` has no partner left. It gives the same ids as minbpe's ``merge``, a Python loop
+    over ids (chapter 10 asks you to write that loop).
 
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-                out.append(new_id); i += 2      # the pair becomes one id, its b is skipped
-            else:
-                out.append(ids[i]); i += 1
-
-    Here on whole arrays. The one subtle case is ``a == b``: in ``x a a a a a y`` the pair
-    starts at 1, 2, 3, 4 (one run of consecutive starts); left to right, the loop merges at
-    1 and 3 (2 is the b of 1, 4 the b of 3), so only every other start of a run merges: its
-    place in the run (0, 1, 2, 3) is even."""
+    This function works on whole arrays. The one subtle case is ``a == b``: in
+    ``x a a a a a y`` the pair starts at 1, 2, 3, 4 (one run of consecutive starts); left to
+    right, the loop merges at 1 and 3 (2 is the b of 1, 4 the b of 3), so only every other
+    start of a run merges: its place in the run (0, 1, 2, 3) is even."""
     arr = _as_id_array("ids", ids)
     if not (isinstance(pair, tuple) and len(pair) == 2):
         raise TypeError(f"pair must be a tuple (a, b) of two ids, got {pair!r}")
