@@ -7,7 +7,8 @@ Command 2 then runs nbval over ``notebooks/``, which would execute every chapter
 to prove the same thing: that each chapter runs without an error.
 
 So, for each notebook nbval collects, this plugin looks for a cache record of the same code
-that is newer than every file of the companion package (the code the chapter imports). Where
+(hashed as the book build hashes it: the notebook as ``book/_ext/exercise_markdown.py`` hands
+it to the book, whose solution cells lose their folding metadata) that is newer than every file of the companion package (the code the chapter imports). Where
 there is one, the notebook's nbval cells are replaced by one test,
 ``notebooks/NN_name.ipynb::executed by the book build``, which asserts that the cached run
 holds every code cell and no error output. Where there is none (no build, the code changed,
@@ -35,6 +36,24 @@ def _newest_source_time(package: Path = ROOT / "companion") -> float:
                 if p.is_file() and "__pycache__" not in p.parts), default=0.0)
 
 
+def book_view(notebook: Path, root: Path = ROOT):
+    """``notebook`` as the book build executes and caches it: the Sphinx extension
+    ``book/_ext/exercise_markdown.py`` rewrites each chapter on ``source-read`` (its solution
+    cells lose the folding metadata, which jupyter-cache's hash includes)."""
+    import importlib.util
+    import json
+
+    import nbformat
+
+    spec = importlib.util.spec_from_file_location(
+        "_course_exercise_markdown", root / "book" / "_ext" / "exercise_markdown.py")
+    markdown = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(markdown)
+    data = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    url = markdown.book_url(markdown.read_config(root))
+    return nbformat.reads(json.dumps(markdown.to_myst(data, url)), as_version=4)
+
+
 def current_record(notebook: Path, cache_path: Path = CACHE):
     """The cache record of ``notebook``'s current code, or ``None`` with no current record.
 
@@ -46,7 +65,7 @@ def current_record(notebook: Path, cache_path: Path = CACHE):
 
     cache = get_cache(str(cache_path))
     try:
-        record = cache.match_cache_file(str(notebook))
+        record = cache.match_cache_notebook(book_view(notebook))
     except KeyError:
         return None
     # jupyter-cache stores naive UTC times (datetime.utcnow)

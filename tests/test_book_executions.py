@@ -74,3 +74,21 @@ def test_changed_code_or_a_newer_companion_means_nbval_runs_it(tmp_path, monkeyp
     assert book_executions.current_record(path, cache_path) is None
     # no cache at all (command 2 without command 1)
     assert book_executions.current_record(path, tmp_path / "nowhere") is None
+
+
+def test_a_chapter_matches_the_run_the_book_cached(tmp_path):
+    """The book caches each chapter as book/_ext/exercise_markdown.py hands it over: folded
+    solution cells without their folding metadata. The chapter file must find that run
+    (the fresh-clone CI once re-ran every chapter because the file's own hash never matched)."""
+    chapter = book_executions.ROOT / "notebooks" / "04_masking.ipynb"
+    as_the_book_runs_it = book_executions.book_view(chapter)
+    on_disk = nbformat.read(chapter, as_version=4)
+    folded = [c for c in on_disk.cells if c.get("metadata", {}).get("cellView") == "form"]
+    assert folded, "the chapter should have folded solution cells (the case this test covers)"
+    code = [c.source for c in on_disk.cells if c.cell_type == "code"]
+    assert [c.source for c in as_the_book_runs_it.cells if c.cell_type == "code"] == code
+    executed = _ran(as_the_book_runs_it, [[] for _ in code])
+    cache_path, record = _cache(tmp_path, chapter, executed)
+    found = book_executions.current_record(chapter, cache_path)
+    assert found is not None and found.pk == record.pk
+    assert book_executions.cached_run_problems(chapter, found, cache_path) == []
