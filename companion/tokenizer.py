@@ -9,6 +9,11 @@ A tokenizer turns text into integer ids and back. Two are here:
       (a, b) = the most frequent pair of neighbouring ids     (ties: the smallest (a, b))
       replace every (a, b), left to right, by a new id 256 + i
 
+  Ties go to the smallest ``(a, b)``, a rule that does not depend on the order of the
+  text. minbpe breaks them differently: ``max(stats, key=stats.get)`` over an
+  insertion-ordered dict takes the tied pair it met first. On a tie the two can learn
+  different merges; without ties they agree.
+
   The merges are kept **in order**; encoding new text applies them in the same order, and
   decoding joins the bytes of each id. Because everything is bytes, any Unicode string
   (Chinese, emoji) round-trips: ``decode(encode(s)) == s``.

@@ -20,6 +20,8 @@ from companion.tokenizer import (
 
 
 # --- an independent reference: minbpe's BasicTokenizer written plainly ------------------
+# One change: ties go to the smallest pair, the companion's rule. minbpe takes the tied
+# pair it met first (max over an insertion-ordered dict); see test_ties_*.
 def ref_train(text: str, vocab_size: int):
     ids = list(text.encode("utf-8"))
     merges = []
@@ -74,6 +76,19 @@ def test_merge_pair_matches_the_reference_on_runs(pair):
 def test_merge_pair_of_three_equal_ids():
     assert merge_pair([5, 5, 5], (5, 5), 9).tolist() == [9, 5]
     assert merge_pair([5, 5, 5, 5], (5, 5), 9).tolist() == [9, 9]
+
+
+def test_ties_go_to_the_smallest_pair_not_to_minbpes_first_met_pair():
+    text = "cdab"  # three pairs, each once: a three-way tie
+    ids = list(text.encode("utf-8"))
+    stats = {}
+    for pair in zip(ids, ids[1:], strict=False):
+        stats[pair] = stats.get(pair, 0) + 1
+    assert max(stats, key=stats.get) == (ord("c"), ord("d"))  # minbpe: met first
+    assert BPETokenizer.train(text, 257).merges == [(ord("a"), ord("b"))]  # the smallest
+    assert RegexBPETokenizer.train(text, 257).merges == [(ord("a"), ord("b"))]
+    no_tie = "aab aab ab"  # (a, b) leads: both rules agree
+    assert BPETokenizer.train(no_tie, 257).merges == [(ord("a"), ord("b"))]
 
 
 def test_pair_counts_count_overlaps_and_ties_go_to_the_smallest_pair():
@@ -157,7 +172,8 @@ def test_text_to_bytes_and_errors():
 
 # --- GPT-2's level: the regex split first, checked against minbpe's RegexTokenizer ---------
 def ref_regex_train(text: str, vocab_size: int):
-    """minbpe's RegexTokenizer.train written plainly (ties: the smallest pair)."""
+    """minbpe's RegexTokenizer.train written plainly, except ties: the smallest pair, the
+    companion's rule (minbpe takes the tied pair it met first)."""
     import regex
 
     chunks = [list(c.encode("utf-8")) for c in regex.findall(GPT2_SPLIT_PATTERN, text)]
