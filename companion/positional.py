@@ -183,14 +183,15 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 class LearnedPositionalEmbedding(nn.Module):
     """A learned position table (GPT, BERT): row ``t`` of a ``(max_len, d_model)`` parameter
-    is added to the token at position ``t``. Same call as :class:`SinusoidalPositionalEncoding`:
+    is added to the token at position ``t``. Built and called as
+    :class:`SinusoidalPositionalEncoding` (``d_model`` first, then ``max_len``):
     ``pe(x, offset=t)`` adds rows ``t … t + N - 1``; positions past ``max_len`` are refused.
 
     It has ``max_len · d_model`` parameters (786,432 in GPT-2 small) and knows no position it
     was not trained on: unlike the sinusoids, it cannot be read past ``max_len``.
     """
 
-    def __init__(self, max_len: int, d_model: int, std: float = 0.02):
+    def __init__(self, d_model: int, max_len: int = 512, std: float = 0.02):
         super().__init__()
         self.max_len = require_positive_int("max_len", max_len)
         require_positive_int("d_model", d_model)

@@ -16,7 +16,8 @@ from companion.language_model import (
     window_starts,
     windows,
 )
-from companion.models.gpt import GPT, GPTConfig, gpt2_small_config, kv_cache_bytes, kv_cache_size
+from companion.kv_cache import measured_cache_bytes
+from companion.models.gpt import GPT, GPTConfig, formula_cache_bytes_for, gpt2_small_config
 from companion.train import train
 
 
@@ -73,7 +74,7 @@ def test_cached_forward_equals_the_full_one(positions):
     parts = [model(ids[:, :6], caches=caches), model(ids[:, 6:7], caches=caches, offset=6),
              model(ids[:, 7:], caches=caches, offset=7)]
     assert torch.allclose(torch.cat(parts, 1), model(ids), atol=1e-10)
-    assert kv_cache_bytes(caches) == kv_cache_size(model.config, 15, 8, batch_size=3)
+    assert measured_cache_bytes(caches) == formula_cache_bytes_for(model.config, 15, 8, batch=3)
     assert caches[0]["k"].shape == (3, 4, 15, 8)
 
 

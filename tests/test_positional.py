@@ -234,12 +234,26 @@ def test_distances_refuse_tables_without_dimensions_or_with_nan():
 def test_learned_positions_add_their_rows_and_refuse_past_max_len():
     from companion.positional import LearnedPositionalEmbedding
 
-    pe = LearnedPositionalEmbedding(8, 4)
+    pe = LearnedPositionalEmbedding(4, max_len=8)
     x = torch.zeros(2, 3, 4)
     assert torch.equal(pe(x, offset=2), pe.weight[2:5].expand(2, 3, 4))
     assert sum(p.numel() for p in pe.parameters()) == 32
     with pytest.raises(ValueError, match="past max_len=8"):
         pe(torch.zeros(1, 3, 4), offset=6)
+
+
+def test_the_two_position_modules_take_their_arguments_in_one_order():
+    import inspect
+
+    from companion.positional import LearnedPositionalEmbedding
+
+    params = [list(inspect.signature(cls).parameters)[:2]
+              for cls in (SinusoidalPositionalEncoding, LearnedPositionalEmbedding)]
+    assert params == [["d_model", "max_len"]] * 2
+    for cls in (SinusoidalPositionalEncoding, LearnedPositionalEmbedding):
+        pe = cls(6, 10)  # d_model 6, max_len 10
+        assert pe.positions(10).shape == (10, 6)
+        assert pe.max_len == 10
 
 
 # --- RoPE and ALiBi (chapter 11) ---------------------------------------------------------

@@ -31,7 +31,7 @@ from torch import nn
 
 from .._validate import checked_edge, require_int, require_positive_int, require_probability, require_token_ids
 from ..decoding import sample_decode
-from ..kv_cache import cache_bytes
+from ..kv_cache import BYTES_PER_VALUE, formula_cache_bytes
 from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
 
@@ -114,7 +114,7 @@ class GPT(nn.Module):
         self.config = c
         self.token_embed = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, d)
         if c.positions == "learned":
-            self.pos = LearnedPositionalEmbedding(c.context, c.d_model)
+            self.pos = LearnedPositionalEmbedding(c.d_model, c.context)
         elif c.positions == "sinusoidal":
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.context)
         else:  # rope, alibi: positions enter each attention layer, nothing is added here
@@ -301,20 +301,14 @@ def mean_pool_to_gqa(model: GPT, num_kv_heads: int) -> GPT:
     return new
 
 
-def kv_cache_bytes(caches: list[dict]) -> int:
-    """Bytes held by the keys and values of a decoding state's caches (one dict per layer)."""
-    return sum(c[name].numel() * c[name].element_size() for c in caches for name in ("k", "v") if name in c)
-
-
-def kv_cache_size(config: GPTConfig, tokens: int, bytes_per_number: int = 4, batch_size: int = 1) -> int:
-    """The cache's size by formula: ``2 × layers × heads × head size × tokens × bytes per number``
-    (keys and values, every layer, every head), times the batch."""
-    require_positive_int("tokens", tokens)
-    require_positive_int("bytes_per_number", bytes_per_number)
-    require_positive_int("batch_size", batch_size)
+def formula_cache_bytes_for(config: GPTConfig, tokens: int, bytes_per_value: int = BYTES_PER_VALUE,
+                            batch: int = 1) -> int:
+    """The cache of a GPT of this ``config`` by formula (:func:`companion.kv_cache.formula_cache_bytes`):
+    ``2 × layers × kv heads × head size × tokens × bytes per value × batch`` (keys and values,
+    every layer, every key/value head; 2 bytes per value unless told)."""
     c = config
     kv_heads = c.num_heads if c.num_kv_heads is None else c.num_kv_heads  # chapter 11: GQA keeps fewer
-    return cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_number, batch_size)
+    return formula_cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_value, batch)
 
 
 # --- the same architecture as Hugging Face's GPT2LMHeadModel ---------------------------------
