@@ -110,7 +110,8 @@ class MultiHeadAttention(nn.Module):
     **Key/value cache** (step-by-step decoding): pass a dict ``cache`` that the module
     reads and fills. In self-attention (``key=None``) the new tokens' keys and values are
     appended to those of the earlier tokens kept in ``cache``, so step ``t`` projects one
-    token instead of ``t``; in cross-attention (``key``/``value`` given) they are projected
+    token instead of ``t`` (written in place when ``cache`` holds preallocated
+    ``"k_buffer"``/``"v_buffer"`` of shape ``(B, H_kv, capacity, D_H)``, without a window); in cross-attention (``key``/``value`` given) they are projected
     at the first call and reused afterwards. ``mask`` then covers all keys, cached ones
     included.
 
@@ -290,7 +291,11 @@ class MultiHeadAttention(nn.Module):
             q, k = self._rope(q, start), self._rope(k, start)
         if cache is None:
             return q, k, v, q_pos, q_pos
-        if self_attention and "k" in cache:
+        if "k_buffer" in cache:  # preallocated (GPT.generate): the new K, V written in place, no copy
+            held = cache["k"].shape[2] if "k" in cache else 0
+            cache["k_buffer"][:, :, held:held + n], cache["v_buffer"][:, :, held:held + n] = k, v
+            k, v = cache["k_buffer"][:, :, :held + n], cache["v_buffer"][:, :, :held + n]  # (B, H_kv, t, D_H)
+        elif self_attention and "k" in cache:
             k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)
         if q_pos is not None:
