@@ -282,6 +282,29 @@ def _rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tupl
     return torch.cos(angles).float().to(device), torch.sin(angles).float().to(device)
 
 
+class RopeTable:
+    """RoPE with its cos and sin kept (one table per attention module, as lucidrains' rotary
+    embedding keeps them): ``table(x, start, base, scale)`` rotates ``x (..., N, d)`` as tokens
+    at positions ``(start … start + N - 1) / scale``. Plain RoPE reads a float32
+    :func:`_rope_table`, built once and rebuilt (doubled) when a text outgrows it, the device
+    or the base changes (chapter 11 changes ``base`` on a trained module); float64 inputs and
+    a ``scale`` (position interpolation) compute the angles anew."""
+
+    def __init__(self):
+        self.cos = self.sin = self.base = None  # (length, d/2) float32 each, and their base
+
+    def __call__(self, x: torch.Tensor, start: int, base: float = 10000.0, scale: float = 1.0) -> torch.Tensor:
+        n = x.shape[-2]
+        if scale != 1.0 or x.dtype == torch.float64:
+            return apply_rope(x, torch.arange(start, start + n, dtype=torch.float64, device=x.device) / scale, base)
+        if self.cos is None or self.cos.shape[0] < start + n or self.cos.device != x.device or self.base != base:
+            length = max(start + n, 2 * (0 if self.cos is None else self.cos.shape[0]), 256)
+            with torch.inference_mode(False):  # a table built while generating serves training too
+                self.cos, self.sin = _rope_table(length, x.shape[-1], base, x.device)
+            self.base = base
+        return _rotate_pairs(x, self.cos[start:start + n].to(x.dtype), self.sin[start:start + n].to(x.dtype))
+
+
 def apply_rope_complex(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
     """RoPE, complex form: pair ``i`` is the complex number ``z_i = x_2i + i·x_2i+1``, and
     position ``m`` multiplies it by ``e^{i m ω_i}``. Equal to :func:`apply_rope`."""

@@ -380,3 +380,19 @@ def test_relative_alibi_bias_of_a_cached_window_is_a_slice_of_the_full_one():
     full = relative_alibi_bias(alibi_slopes(4), torch.arange(20), torch.arange(20))
     part = relative_alibi_bias(alibi_slopes(4), torch.arange(15, 17), torch.arange(10, 17))
     torch.testing.assert_close(part, full[:, 15:17, 10:17])
+
+
+def test_rope_table_equals_apply_rope_far_out_and_after_a_change_of_base():
+    """The kept float32 table: positions past its first length (256) rebuild it, a new base
+    too; a scale or float64 input computes the angles anew."""
+    from companion.positional import RopeTable
+
+    table, x = RopeTable(), torch.randn(2, 3, 5, 8)
+    torch.testing.assert_close(table(x, 0), apply_rope(x))
+    assert table.cos.shape == (256, 4) and table.cos.dtype == torch.float32
+    torch.testing.assert_close(table(x, 300), apply_rope(x, torch.arange(300, 305)))
+    assert table.cos.shape[0] >= 305
+    torch.testing.assert_close(table(x, 7, base=500.0), apply_rope(x, torch.arange(7, 12), base=500.0))
+    torch.testing.assert_close(table(x, 4, scale=2.0), apply_rope(x, torch.arange(4, 9) / 2.0))
+    xd = x.double()
+    torch.testing.assert_close(table(xd, 9), apply_rope(xd, torch.arange(9, 14)))
