@@ -16,12 +16,9 @@ from __future__ import annotations
 
 from ._validate import require_positive_int
 
-#: The byte width the formulas assume unless told: bfloat16, how large models are served.
-BYTES_PER_VALUE = 2
-
 
 def formula_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
-                        bytes_per_value: int = BYTES_PER_VALUE, batch: int = 1) -> int:
+                        bytes_per_value: int = 2, batch: int = 1) -> int:
     """By formula: ``2 × layers × kv_heads × head_dim × tokens × bytes_per_value × batch`` bytes."""
     for name, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
                         ("tokens", tokens), ("bytes_per_value", bytes_per_value), ("batch", batch)):

@@ -34,7 +34,7 @@ from ._validate import (
 )
 from .attention import _attention_with_weights, check_attention_shapes
 from .masks import causal_mask, to_additive
-from .positional import RopeTable, alibi_slopes, frequencies, relative_alibi_bias
+from .positional import _RopeTable, alibi_slopes, frequencies, relative_alibi_bias
 
 
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -186,7 +186,7 @@ class MultiHeadAttention(nn.Module):
         self.rope_scale = 1.0
         if position == "rope":
             frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base, once
-        self._rope = RopeTable()  # RoPE's cos and sin, computed once
+        self._rope = _RopeTable()  # RoPE's cos and sin, computed once
         self.window = None if window is None else require_positive_int("window", window)
         if position == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)

@@ -282,7 +282,7 @@ def _rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tupl
     return torch.cos(angles).float().to(device), torch.sin(angles).float().to(device)
 
 
-class RopeTable:
+class _RopeTable:
     """RoPE with its cos and sin kept (one table per attention module, as lucidrains' rotary
     embedding keeps them): ``table(x, start, base, scale)`` rotates ``x (..., N, d)`` as tokens
     at positions ``(start … start + N - 1) / scale``. Plain RoPE reads a float32

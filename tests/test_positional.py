@@ -385,9 +385,9 @@ def test_relative_alibi_bias_of_a_cached_window_is_a_slice_of_the_full_one():
 def test_rope_table_equals_apply_rope_far_out_and_after_a_change_of_base():
     """The kept float32 table: positions past its first length (256) rebuild it, a new base
     too; a scale or float64 input computes the angles anew."""
-    from companion.positional import RopeTable
+    from companion.positional import _RopeTable
 
-    table, x = RopeTable(), torch.randn(2, 3, 5, 8)
+    table, x = _RopeTable(), torch.randn(2, 3, 5, 8)
     torch.testing.assert_close(table(x, 0), apply_rope(x))
     assert table.cos.shape == (256, 4) and table.cos.dtype == torch.float32
     torch.testing.assert_close(table(x, 300), apply_rope(x, torch.arange(300, 305)))

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import checked_edge, require_int, require_positive_int, require_probability, require_token_ids
-from ..kv_cache import BYTES_PER_VALUE, formula_cache_bytes
+from ..kv_cache import formula_cache_bytes
 from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..sampling import _check_sampling_args, _sample_next
 from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
@@ -324,8 +324,7 @@ def mean_pool_to_gqa(model: GPT, num_kv_heads: int) -> GPT:
     return new
 
 
-def formula_cache_bytes_for(config: GPTConfig, tokens: int, bytes_per_value: int = BYTES_PER_VALUE,
-                            batch: int = 1) -> int:
+def formula_cache_bytes_for(config: GPTConfig, tokens: int, bytes_per_value: int = 2, batch: int = 1) -> int:
     """The cache of a GPT of this ``config`` by formula (:func:`companion.kv_cache.formula_cache_bytes`):
     ``2 × layers × kv heads × head size × tokens × bytes per value × batch`` (keys and values,
     every layer, every key/value head; 2 bytes per value unless told)."""
