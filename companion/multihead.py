@@ -284,8 +284,8 @@ class MultiHeadAttention(nn.Module):
             return q, k, v, q_pos, q_pos
         if "k_buffer" in cache:  # preallocated (GPT.generate): the new K, V written in place, no copy
             held = cache["k"].shape[2] if "k" in cache else 0
-            cache["k_buffer"][:, :, held:held + n], cache["v_buffer"][:, :, held:held + n] = k, v
-            k, v = cache["k_buffer"][:, :, :held + n], cache["v_buffer"][:, :, :held + n]  # (B, H_kv, t, D_H)
+            cache["k_buffer"].narrow(2, held, n).copy_(k), cache["v_buffer"].narrow(2, held, n).copy_(v)
+            k, v = cache["k_buffer"].narrow(2, 0, held + n), cache["v_buffer"].narrow(2, 0, held + n)  # (B, H_kv, t, D_H)
         elif self_attention and "k" in cache:
             k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)
