@@ -48,8 +48,11 @@ from . import (
     device,
     dft,
     diagrams,
+    explorer,
     flash,
     heads,
+    induction,
+    kv_cache,
     language_model,
     layer_comparison,
     masks,
@@ -62,6 +65,7 @@ from . import (
     sampling,
     tokenizer,
     train,
+    variants,
 )
 from .attention import AdditiveAttention, attention_with_weights, fused_attention
 from .device import default_device, describe_device, seed_everything
@@ -87,9 +91,9 @@ if _torch.__version__ < MIN_TORCH:  # TorchVersion compares as a version, not as
 __version__ = "0.1.0"
 
 __all__ = [
-    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "flash", "heads",
-    "language_model", "layer_comparison", "masks", "models", "multihead", "plotting", "positional", "profiling",
-    "progress", "sampling", "tokenizer", "train",
+    "attention", "checks", "conv_as_attention", "data", "decoding", "device", "dft", "diagrams", "explorer", "flash",
+    "heads", "induction", "kv_cache", "language_model", "layer_comparison", "masks", "models", "multihead", "plotting",
+    "positional", "profiling", "progress", "sampling", "tokenizer", "train", "variants",
     "AdditiveAttention", "MultiHeadAttention", "attention_with_weights", "causal_mask", "default_device",
     "describe_device", "fused_attention", "real_token_mask", "seed_everything", "sinusoidal_encoding",
 ]

@@ -47,7 +47,7 @@ class AttentionOnly(nn.Module):
             require_positive_int(name, value)
         self.context = context
         self.token_embed = nn.Embedding(vocab_size, d_model)  # W_E
-        self.pos = LearnedPositionalEmbedding(context, d_model)
+        self.pos = LearnedPositionalEmbedding(d_model, context)
         self.layers = nn.ModuleList(MultiHeadAttention(d_model, num_heads, bias=False) for _ in range(num_layers))
         self.unembed = nn.Linear(d_model, vocab_size, bias=False)  # W_U
         self.maps: list[torch.Tensor] = []

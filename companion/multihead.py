@@ -34,14 +34,7 @@ from ._validate import (
 )
 from .attention import _attention_with_weights, check_attention_shapes
 from .masks import causal_mask, to_additive
-from .positional import (
-    alibi_slopes,
-    apply_rope,
-    frequencies,
-    relative_alibi_bias,
-    _rope_table,
-    _rotate_pairs,
-)
+from .positional import _RopeTable, alibi_slopes, frequencies, relative_alibi_bias
 
 
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -83,52 +76,92 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
     return new
 
 
+def _check_call(mha: MultiHeadAttention, query, key, value, mask, cache, self_attention: bool, causal: bool) -> None:
+    """The checks of a :class:`MultiHeadAttention` call at the edge (a model checks its own
+    input once and calls its layers unchecked)."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {type(causal).__name__}; "
+                        "a mask tensor goes to mask=")
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        require_float(name, x)
+        require_rank(name, x, 3, "batch, length, d_model")
+        if x.shape[-1] != mha.d_model:
+            raise ValueError(f"{name} must have last dimension d_model={mha.d_model}, got shape {tuple(x.shape)}")
+        require_matches_parameters(name, x, mha.in_proj.weight)
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"key and value must have the same batch and length, got {tuple(key.shape)} and {tuple(value.shape)}")
+    if query.shape[0] != key.shape[0]:
+        raise ValueError(f"query and key must have the same batch size, got {tuple(query.shape)} and {tuple(key.shape)}")
+    if mask is not None and isinstance(mask, torch.Tensor) and mask.dim() == 3:
+        # (B, N_q, N_k) would broadcast against (B, H, N_q, N_k) with B read as the heads
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} is ambiguous: a 3-D mask lines up with (heads, N_q, N_k), "
+            f"not (batch, N_q, N_k). Give a per-sequence mask the shape (B, 1, N_q, N_k) with mask[:, None], "
+            f"or one mask for all sequences the shape (N_q, N_k)"
+        )
+    if cache is not None and not isinstance(cache, dict):
+        raise TypeError(f"cache must be a dict (this module keeps its keys and values in it), "
+                        f"got {type(cache).__name__}")
+    if not self_attention and (mha.position is not None or mha.window is not None):
+        raise ValueError(f"position={mha.position!r} and window={mha.window!r} are for self-attention "
+                         "(key=None): the keys' positions are those of the queries")
+    cached = cache["k"].shape[2] if cache is not None and self_attention and "k" in cache else 0
+    B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1] + cached
+    k_shape = (B, mha.num_heads, Nk, mha.head_dim)  # the heads' shapes
+    check_attention_shapes((B, mha.num_heads, Nq, mha.head_dim), k_shape, k_shape, mask)
+
+
+def _load_torch_weights(mha: MultiHeadAttention, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:
+    """:meth:`MultiHeadAttention.load_from_torch`: ``torch_mha``'s weights copied into ``mha``."""
+    if not isinstance(torch_mha, nn.MultiheadAttention):
+        raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")
+    if torch_mha.embed_dim != mha.d_model or torch_mha.num_heads != mha.num_heads:
+        raise ValueError(
+            f"size mismatch: this module has d_model={mha.d_model}, num_heads={mha.num_heads}; "
+            f"torch's has embed_dim={torch_mha.embed_dim}, num_heads={torch_mha.num_heads}"
+        )
+    if mha.num_kv_heads != mha.num_heads:
+        raise ValueError(f"this module has num_kv_heads={mha.num_kv_heads} < num_heads={mha.num_heads}: "
+                         "torch's MultiheadAttention has one key/value head per query head")
+    if torch_mha.in_proj_weight is None:
+        raise ValueError("torch_mha uses separate q/k/v sizes (kdim/vdim); only the shared layout is supported")
+    with torch.no_grad():
+        mha.in_proj.weight.copy_(torch_mha.in_proj_weight)
+        mha.out_proj.weight.copy_(torch_mha.out_proj.weight)
+        if mha.in_proj.bias is not None:
+            mha.in_proj.bias.copy_(torch_mha.in_proj_bias)
+            mha.out_proj.bias.copy_(torch_mha.out_proj.bias)
+    return mha
+
+
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention on ``(batch, length, d_model)`` tensors.
+    """Multi-head attention on ``(batch, length, d_model)`` tensors (call: :meth:`forward`).
 
     Args:
         d_model: size ``D`` of each token vector.
         num_heads: number of heads ``H``; must divide ``d_model``.
         bias: whether the projections have biases.
         dropout: dropout on the attention weights (training only).
-        fused: use ``torch.nn.functional.scaled_dot_product_attention`` for
-            steps 2–3 (fast, does not keep the weights). The explicit path
-            (matmul, softmax, matmul) runs when ``fused=False`` or when the
-            caller asks for the weights.
-
-    Call ``mha(query, key=None, value=None, mask=None, need_weights=False)``:
-    ``query (B, N_q, D)``, ``key``/``value (B, N_k, D)`` (default: ``query``,
-    i.e. self-attention), ``mask`` boolean (True = may attend) broadcastable to
-    ``(B, H, N_q, N_k)``, e.g. ``causal_mask(N)`` of shape ``(N_q, N_k)`` or
-    ``real_key_mask(real_tokens)`` of shape ``(B, 1, 1, N_k)``. ``causal=True`` adds the
-    causal mask (query ``i`` sees key ``j <= i``, counted from the end when a cache makes the
-    keys outnumber the queries) without a tensor: the fused kernel, told ``is_causal``, then
-    skips the blocked upper triangle.
-
-    Returns ``(output (B, N_q, D), weights (B, H, N_q, N_k) or None)``.
-
-    **Key/value cache** (step-by-step decoding): pass a dict ``cache`` that the module
-    reads and fills. In self-attention (``key=None``) the new tokens' keys and values are
-    appended to those of the earlier tokens kept in ``cache``, so step ``t`` projects one
-    token instead of ``t``; in cross-attention (``key``/``value`` given) they are projected
-    at the first call and reused afterwards. ``mask`` then covers all keys, cached ones
-    included.
-
-    **Today's options** (chapter 11), each off by default:
+        fused: steps 2–3 by ``torch.nn.functional.scaled_dot_product_attention`` (fast, keeps
+            no weights). The explicit path (matmul, softmax, matmul) runs when ``fused=False``
+            or when the caller asks for the weights.
+        num_kv_heads, position, rope_base, window: chapter 11's options, each off by default:
 
     - ``num_kv_heads``: grouped-query attention (GQA). Only ``H_kv`` key/value heads, each
-      shared by ``H / H_kv`` query heads; ``num_kv_heads=1`` is multi-query attention (MQA),
-      ``num_kv_heads=num_heads`` the full module. The cache keeps ``H_kv`` heads.
+      shared by ``H / H_kv`` query heads; ``num_kv_heads=1`` is multi-query attention (MQA).
     - ``position="rope"``: rotate each head's queries and keys by their positions
       (:func:`companion.positional.apply_rope`, base ``rope_base``) before the scores.
-    - ``position="alibi"``: add the ALiBi bias ``-m_h |i - j|`` to head ``h``'s scores
-      (:func:`companion.positional.relative_alibi_bias`).
-    - ``window``: sliding-window attention. Query ``t`` may attend to keys ``t - window + 1 … t``
-      (the module adds this causal band to ``mask``), and the cache rolls: it keeps only the
-      last ``window`` keys and values, so its memory stops growing with the length.
+    - ``position="alibi"``: add the ALiBi bias ``-m_h |i - j|`` to head ``h``'s scores.
+    - ``window``: sliding-window attention: query ``t`` sees keys ``t - window + 1 … t``, and
+      the cache rolls, keeping the last ``window`` keys and values only.
 
-    The three options are for self-attention; the cache also counts the tokens seen
-    (``cache["position"]``), the position of the next token.
+    The three are for self-attention. **Key/value cache** (step-by-step decoding): a dict
+    ``cache`` that the module reads and fills. In self-attention (``key=None``) the new tokens'
+    keys and values are appended to the cached ones (``H_kv`` heads), so step ``t`` projects
+    one token instead of ``t``; written in place when ``cache`` holds preallocated
+    ``"k_buffer"``/``"v_buffer"`` ``(B, H_kv, capacity, D_H)`` (no window). ``cache["position"]``
+    counts the tokens seen. In cross-attention the memory's keys and values are projected at
+    the first call and reused. ``mask`` then covers all keys, cached ones included.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, fused: bool = True,
@@ -138,53 +171,38 @@ class MultiHeadAttention(nn.Module):
         require_positive_int("d_model", d_model)
         require_positive_int("num_heads", num_heads)
         if d_model % num_heads != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}: "
-                f"each head needs d_model / num_heads dimensions"
-            )
-        require_probability("dropout", dropout)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
-        self.dropout = dropout
-        self.fused = fused
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: "
+                             f"each head needs d_model / num_heads dimensions")
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.dropout, self.fused = require_probability("dropout", dropout), fused
         self.num_kv_heads = num_heads if num_kv_heads is None else require_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % self.num_kv_heads != 0:
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: "
                              "each key/value head serves the same number of query heads")
         if position not in (None, "rope", "alibi"):
             raise ValueError(f"position must be None, 'rope' or 'alibi', got {position!r}")
-        self.position = position
-        self.rope_base = rope_base
-        # Context extension at evaluation (chapter 11): positions divided by rope_scale
-        # (position interpolation, Chen et al. 2023); 1.0 is plain RoPE
+        self.position, self.rope_base = position, rope_base
+        # chapter 11's context extension: positions divided by rope_scale (Chen et al., 2023)
         self.rope_scale = 1.0
         if position == "rope":
             frequencies(self.head_dim, rope_base)  # checks head_dim (even) and base, once
-        self._rope_cache: tuple | None = None  # RoPE's (cos, sin) in float32, and the base they are for
+        self._rope = _RopeTable()  # RoPE's cos and sin, computed once
         self.window = None if window is None else require_positive_int("window", window)
         if position == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
-        kv_dim = self.num_kv_heads * self.head_dim
-        # W^Q, W^K, W^V stacked: [D × (H + 2 H_kv) D_H] (stored transposed, as nn.Linear does)
-        self.in_proj = nn.Linear(d_model, d_model + 2 * kv_dim, bias=bias)
-        # W^O: [H D_H × D]
+        # W^Q, W^K, W^V stacked: [D × (H + 2 H_kv) D_H] (stored transposed, as nn.Linear does); W^O: [D × D]
+        self.in_proj = nn.Linear(d_model, d_model + 2 * self.num_kv_heads * self.head_dim, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def project_qkv(self, query, key, value):
-        """Step 1: ``Q = query W^Q``, ``K = key W^K``, ``V = value W^V``, each ``(B, N, D)``.
-
-        The one place where ``W^Q, W^K, W^V`` are split; ``key``/``value`` may be ``None``
-        (then ``None`` comes back for them: only ``Q`` is computed)."""
+        """Step 1: ``Q = query W^Q``, ``K = key W^K``, ``V = value W^V``, each ``(B, N, ·)``: the
+        one place where ``W^Q, W^K, W^V`` are split. ``key``/``value`` may be ``None`` (then
+        ``None`` comes back for them: only ``Q`` is computed)."""
         sizes = [self.d_model, self.num_kv_heads * self.head_dim, self.num_kv_heads * self.head_dim]
-        if query is key and key is value:
-            # Self-attention: one [N × D][D × (H + 2 H_kv) D_H] matmul, then split in three.
-            qkv = self.in_proj(query)  # (B, N, D + 2 H_kv D_H)
-            return qkv.split(sizes, dim=-1)  # (B, N, D), 2 × (B, N, H_kv D_H)
+        if query is key and key is value:  # self-attention: one matmul, then split in three
+            return self.in_proj(query).split(sizes, dim=-1)  # (B, N, D), 2 × (B, N, H_kv D_H)
         w_q, w_k, w_v = self.in_proj.weight.split(sizes, dim=0)  # (D, D), 2 × (H_kv D_H, D)
-        b_q = b_k = b_v = None
-        if self.in_proj.bias is not None:
-            b_q, b_k, b_v = self.in_proj.bias.split(sizes)
+        b_q, b_k, b_v = (None,) * 3 if self.in_proj.bias is None else self.in_proj.bias.split(sizes)
         k = None if key is None else F.linear(key, w_k, b_k)
         v = None if value is None else F.linear(value, w_v, b_v)
         return F.linear(query, w_q, b_q), k, v
@@ -199,159 +217,85 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query, key=None, value=None, mask=None, need_weights: bool = False, cache: dict | None = None,
                 causal: bool = False):
+        """``query (B, N_q, D)``; ``key``/``value (B, N_k, D)`` (default: ``query``, i.e.
+        self-attention); ``mask`` boolean (True = may attend) broadcastable to ``(B, H, N_q, N_k)``,
+        e.g. ``causal_mask(N)`` ``(N_q, N_k)`` or ``real_key_mask(real_tokens)`` ``(B, 1, 1, N_k)``.
+        ``causal=True`` adds the causal mask (query ``i`` sees key ``j <= i``, counted from the end
+        when a cache makes the keys outnumber the queries) without a tensor: the fused kernel, told
+        ``is_causal``, then skips the blocked upper triangle.
+
+        Returns two values: ``output (B, N_q, D)`` and ``weights (B, H, N_q, N_k)``, the attention
+        weights where the explicit path ran (``need_weights=True`` or ``fused=False``), else ``None``.
+        """
         self_attention = key is None
         key = query if key is None else key
         value = key if value is None else value
-        # The only check of the call; none inside a model (GPT), which checked at its edge.
-        if not inside_checked_edge():
-            self._check_inputs(query, key, value, mask, cache, self_attention, causal)
-        return self._forward(query, key, value, mask, need_weights, cache, causal, self_attention)
-
-    def _forward(self, query, key, value, mask, need_weights, cache, causal, self_attention):
-        """:meth:`forward` without its checks, for a caller that made them at its own edge."""
+        if not inside_checked_edge():  # the only check of the call; none inside a model (GPT)
+            _check_call(self, query, key, value, mask, cache, self_attention, causal)
         # Step 1: QKV projection, then split into heads (with a cache: only the new tokens).
         q, k, v, q_pos, k_pos = self._project(query, key, value, cache, self_attention)
-
-        # Grouped-query attention: each key/value head serves H / H_kv query heads.
-        groups = self.num_heads // self.num_kv_heads
+        groups = self.num_heads // self.num_kv_heads  # GQA: each K/V head serves H / H_kv query heads
         k, v = repeat_kv_heads(k, groups), repeat_kv_heads(v, groups)  # 2 × (B, H, N_k, D_H)
         n_q, n_k = q.shape[2], k.shape[2]
-        if self.window is not None:
-            # Sliding window: query at p sees the keys at p - window + 1 … p (causal itself).
+        if self.window is not None:  # query at p sees keys p - window + 1 … p (causal itself)
             behind = q_pos[:, None] - k_pos[None, :]  # (N_q, N_k)
             band = (behind >= 0) & (behind < self.window)  # (N_q, N_k)
-            mask = band if mask is None else mask & band
-            causal = False  # the band is causal already
-        if causal and n_q == 1:
-            causal = False  # aligned bottom-right, the one query sees every key
-        dropout_p = self.dropout if self.training else 0.0
+            mask, causal = (band if mask is None else mask & band), False
+        causal = causal and n_q > 1  # aligned bottom-right, one query sees every key
         fused = self.fused and not need_weights
         # causal=True: the fused kernel skips the upper triangle itself when nothing else masks
         # (no mask, no ALiBi bias, as many queries as keys); else a mask tensor.
         is_causal = causal and fused and mask is None and self.position != "alibi" and n_q == n_k
-        if causal and not is_causal:  # the explicit path, a mask beside it, or a cache: a tensor
+        if causal and not is_causal:
             causal_part = causal_mask(n_q, n_k, device=q.device)  # (N_q, N_k) aligned bottom-right
             mask = causal_part if mask is None else mask & causal_part
         bias = None
         if self.position == "alibi":
             bias = relative_alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, N_q, N_k)
-        if fused:
-            # Steps 2 + 3 in one fused kernel; the (N_q × N_k) weights are never stored.
+        dropout_p = self.dropout if self.training else 0.0
+        if fused:  # steps 2 + 3 in one kernel; the (N_q × N_k) weights are never stored
             if bias is not None:  # ALiBi: a float mask, the bias with -inf where blocked
                 mask = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                    is_causal=is_causal)  # (B, H, N_q, D_H)
             weights = None
-        else:
-            # Step 2: QK similarity (+ ALiBi's bias) -> softmax; Step 3: V weighting.
+        else:  # step 2: QK similarity (+ ALiBi's bias), softmax; step 3: V weighting
             heads, weights = _attention_with_weights(q, k, v, mask, dropout_p, bias)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
-
-        # Step 4: concatenate heads and project back to D.
-        out = self.out_proj(self.merge_heads(heads))  # (B, N_q, D)
-        return out, weights
-
-    def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """RoPE with this module's base, at positions ``start … start + N - 1`` divided by
-        ``rope_scale``. Plain RoPE reads its cos and sin from a float32 table built once
-        (and doubled when a text outgrows it); float64 inputs and a scale compute them anew."""
-        n = x.shape[-2]
-        if self.rope_scale != 1.0 or x.dtype == torch.float64:
-            positions = torch.arange(start, start + n, dtype=torch.float64, device=x.device) / self.rope_scale
-            return apply_rope(x, positions, self.rope_base)
-        table = self._rope_cache
-        if (table is None or table[0].shape[0] < start + n or table[0].device != x.device
-                or table[2] != self.rope_base):  # chapter 11 changes rope_base on a trained module
-            length = max(start + n, 2 * (0 if table is None else table[0].shape[0]), 256)
-            with torch.inference_mode(False):  # a table built while generating serves training too
-                table = self._rope_cache = (*_rope_table(length, self.head_dim, self.rope_base, x.device),
-                                            self.rope_base)
-        cos, sin, _ = table
-        return _rotate_pairs(x, cos[start:start + n].to(x.dtype), sin[start:start + n].to(x.dtype))
+        return self.out_proj(self.merge_heads(heads)), weights  # step 4: (B, N_q, D), weights or None
 
     def _project(self, query, key, value, cache: dict | None, self_attention: bool):
-        """Step 1: ``q, k, v (B, H, N, D_H)`` and the positions of the queries and keys
-        (``None`` where nothing needs them). With a ``cache``, self-attention projects the new
-        tokens and appends their K, V to the cached ones; cross-attention projects the
-        memory's K, V at the first call and reuses them afterwards."""
-        if cache is not None and not self_attention and "k" in cache:
-            q = self.split_heads(self.project_qkv(query, None, None)[0])  # (B, H, N_q, D_H)
-            return q, cache["k"], cache["v"], None, None
-        q, k, v = self.project_qkv(query, key, value)  # (B, N, D), 2 × (B, N, H_kv D_H)
+        """Step 1, the one projection path: ``q, k, v (B, H or H_kv, N, D_H)`` and the positions
+        of the queries and keys (``None`` where nothing needs them). With a ``cache``,
+        self-attention appends the new tokens' K, V to the cached ones; cross-attention
+        projects the memory's K, V at the first call and reuses them afterwards."""
+        reuse = cache is not None and not self_attention and "k" in cache
+        q, k, v = self.project_qkv(query, None if reuse else key, None if reuse else value)
+        if reuse:
+            return self.split_heads(q), cache["k"], cache["v"], None, None  # (B, H, N_q, D_H), cached
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, N, D_H), 2 × (B, H_kv, N, D_H)
-        start = 0  # the position of the first new token
-        if cache is not None:
-            start = cache.get("position", cache["k"].shape[2] if "k" in cache else 0)
         n = query.shape[1]
-        q_pos = k_pos = None
-        if self.position is not None or self.window is not None:  # self-attention only (checked)
+        start = 0 if cache is None else cache.get("position", cache["k"].shape[2] if "k" in cache else 0)
+        q_pos = None  # the positions of the new tokens, for RoPE, ALiBi and the window (self-attention)
+        if self.position is not None or self.window is not None:
             q_pos = torch.arange(start, start + n, device=query.device)  # (N_q,)
-        if self.position == "rope":
-            # Rotate before caching: a cached key keeps the angle of its own position.
-            q, k = self._rope(q, start), self._rope(k, start)
+        if self.position == "rope":  # rotate before caching: a cached key keeps its own angle
+            q, k = (self._rope(t, start, self.rope_base, self.rope_scale) for t in (q, k))
         if cache is None:
             return q, k, v, q_pos, q_pos
-        if self_attention and "k" in cache:
+        if "k_buffer" in cache:  # preallocated (GPT.generate): the new K, V written in place, no copy
+            held = cache["k"].shape[2] if "k" in cache else 0
+            cache["k_buffer"].narrow(2, held, n).copy_(k), cache["v_buffer"].narrow(2, held, n).copy_(v)
+            k, v = cache["k_buffer"].narrow(2, 0, held + n), cache["v_buffer"].narrow(2, 0, held + n)  # (B, H_kv, t, D_H)
+        elif self_attention and "k" in cache:
             k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
             v = torch.cat([cache["v"], v], dim=2)
-        if q_pos is not None:
-            k_pos = torch.arange(start + n - k.shape[2], start + n, device=query.device)  # (N_k,)
+        k_pos = None if q_pos is None else torch.arange(start + n - k.shape[2], start + n, device=query.device)
         keep = k.shape[2] if self.window is None else min(self.window, k.shape[2])
         cache["k"], cache["v"] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]  # the rolling cache
         if self_attention:
             cache["position"] = start + n
         return q, k, v, q_pos, k_pos
 
-    def _check_inputs(self, query, key, value, mask, cache=None, self_attention: bool = True, causal: bool = False):
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {type(causal).__name__}; "
-                            "a mask tensor goes to mask=")
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            require_float(name, x)
-            require_rank(name, x, 3, "batch, length, d_model")
-            if x.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
-            require_matches_parameters(name, x, self.in_proj.weight)
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"key and value must have the same batch and length, got {tuple(key.shape)} and {tuple(value.shape)}")
-        if query.shape[0] != key.shape[0]:
-            raise ValueError(f"query and key must have the same batch size, got {tuple(query.shape)} and {tuple(key.shape)}")
-        if mask is not None and isinstance(mask, torch.Tensor) and mask.dim() == 3:
-            # (B, N_q, N_k) would broadcast against (B, H, N_q, N_k) with B read as the heads
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} is ambiguous: a 3-D mask lines up with (heads, N_q, N_k), "
-                f"not (batch, N_q, N_k). Give a per-sequence mask the shape (B, 1, N_q, N_k) with mask[:, None], "
-                f"or one mask for all sequences the shape (N_q, N_k)"
-            )
-        if cache is not None and not isinstance(cache, dict):
-            raise TypeError(f"cache must be a dict (this module keeps its keys and values in it), "
-                            f"got {type(cache).__name__}")
-        if not self_attention and (self.position is not None or self.window is not None):
-            raise ValueError(f"position={self.position!r} and window={self.window!r} are for self-attention "
-                             "(key=None): the keys' positions are those of the queries")
-        cached = cache["k"].shape[2] if cache is not None and self_attention and "k" in cache else 0
-        B, Nq, Nk = query.shape[0], query.shape[1], key.shape[1] + cached
-        q_shape = (B, self.num_heads, Nq, self.head_dim)  # the heads' shapes
-        k_shape = (B, self.num_heads, Nk, self.head_dim)
-        check_attention_shapes(q_shape, k_shape, k_shape, mask)
-
     def load_from_torch(self, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """Copy the weights of a ``torch.nn.MultiheadAttention`` with the same sizes."""
-        if not isinstance(torch_mha, nn.MultiheadAttention):
-            raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")
-        if torch_mha.embed_dim != self.d_model or torch_mha.num_heads != self.num_heads:
-            raise ValueError(
-                f"size mismatch: this module has d_model={self.d_model}, num_heads={self.num_heads}; "
-                f"torch's has embed_dim={torch_mha.embed_dim}, num_heads={torch_mha.num_heads}"
-            )
-        if self.num_kv_heads != self.num_heads:
-            raise ValueError(f"this module has num_kv_heads={self.num_kv_heads} < num_heads={self.num_heads}: "
-                             "torch's MultiheadAttention has one key/value head per query head")
-        if torch_mha.in_proj_weight is None:
-            raise ValueError("torch_mha uses separate q/k/v sizes (kdim/vdim); only the shared layout is supported")
-        with torch.no_grad():
-            self.in_proj.weight.copy_(torch_mha.in_proj_weight)
-            self.out_proj.weight.copy_(torch_mha.out_proj.weight)
-            if self.in_proj.bias is not None:
-                self.in_proj.bias.copy_(torch_mha.in_proj_bias)
-                self.out_proj.bias.copy_(torch_mha.out_proj.bias)
-        return self
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` with the same sizes; returns ``self``."""
+        return _load_torch_weights(self, torch_mha)

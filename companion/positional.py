@@ -183,14 +183,15 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 class LearnedPositionalEmbedding(nn.Module):
     """A learned position table (GPT, BERT): row ``t`` of a ``(max_len, d_model)`` parameter
-    is added to the token at position ``t``. Same call as :class:`SinusoidalPositionalEncoding`:
+    is added to the token at position ``t``. Built and called as
+    :class:`SinusoidalPositionalEncoding` (``d_model`` first, then ``max_len``):
     ``pe(x, offset=t)`` adds rows ``t … t + N - 1``; positions past ``max_len`` are refused.
 
     It has ``max_len · d_model`` parameters (786,432 in GPT-2 small) and knows no position it
     was not trained on: unlike the sinusoids, it cannot be read past ``max_len``.
     """
 
-    def __init__(self, max_len: int, d_model: int, std: float = 0.02):
+    def __init__(self, d_model: int, max_len: int = 512, std: float = 0.02):
         super().__init__()
         self.max_len = require_positive_int("max_len", max_len)
         require_positive_int("d_model", d_model)
@@ -279,6 +280,29 @@ def _rope_table(length: int, d: int, base: float = 10000.0, device=None) -> tupl
     require_positive_int("length", length)
     angles = torch.arange(length, dtype=torch.float64)[:, None] * frequencies(d, base)[None, :]  # (L, d/2)
     return torch.cos(angles).float().to(device), torch.sin(angles).float().to(device)
+
+
+class _RopeTable:
+    """RoPE with its cos and sin kept (one table per attention module, as lucidrains' rotary
+    embedding keeps them): ``table(x, start, base, scale)`` rotates ``x (..., N, d)`` as tokens
+    at positions ``(start … start + N - 1) / scale``. Plain RoPE reads a float32
+    :func:`_rope_table`, built once and rebuilt (doubled) when a text outgrows it, the device
+    or the base changes (chapter 11 changes ``base`` on a trained module); float64 inputs and
+    a ``scale`` (position interpolation) compute the angles anew."""
+
+    def __init__(self):
+        self.cos = self.sin = self.base = None  # (length, d/2) float32 each, and their base
+
+    def __call__(self, x: torch.Tensor, start: int, base: float = 10000.0, scale: float = 1.0) -> torch.Tensor:
+        n = x.shape[-2]
+        if scale != 1.0 or x.dtype == torch.float64:
+            return apply_rope(x, torch.arange(start, start + n, dtype=torch.float64, device=x.device) / scale, base)
+        if self.cos is None or self.cos.shape[0] < start + n or self.cos.device != x.device or self.base != base:
+            length = max(start + n, 2 * (0 if self.cos is None else self.cos.shape[0]), 256)
+            with torch.inference_mode(False):  # a table built while generating serves training too
+                self.cos, self.sin = _rope_table(length, x.shape[-1], base, x.device)
+            self.base = base
+        return _rotate_pairs(x, self.cos[start:start + n].to(x.dtype), self.sin[start:start + n].to(x.dtype))
 
 
 def apply_rope_complex(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:

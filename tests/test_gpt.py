@@ -16,7 +16,8 @@ from companion.language_model import (
     window_starts,
     windows,
 )
-from companion.models.gpt import GPT, GPTConfig, gpt2_small_config, kv_cache_bytes, kv_cache_size
+from companion.kv_cache import measured_cache_bytes
+from companion.models.gpt import GPT, GPTConfig, formula_cache_bytes_for, gpt2_small_config
 from companion.train import train
 
 
@@ -73,7 +74,7 @@ def test_cached_forward_equals_the_full_one(positions):
     parts = [model(ids[:, :6], caches=caches), model(ids[:, 6:7], caches=caches, offset=6),
              model(ids[:, 7:], caches=caches, offset=7)]
     assert torch.allclose(torch.cat(parts, 1), model(ids), atol=1e-10)
-    assert kv_cache_bytes(caches) == kv_cache_size(model.config, 15, 8, batch_size=3)
+    assert measured_cache_bytes(caches) == formula_cache_bytes_for(model.config, 15, 8, batch=3)
     assert caches[0]["k"].shape == (3, 4, 15, 8)
 
 
@@ -215,12 +216,15 @@ def test_gpt_without_a_gpt2_counterpart_is_refused():
             to_huggingface(GPT(GPTConfig(vocab_size=5, context=8, d_model=8, num_heads=2, **change)))
 
 
+@pytest.mark.parametrize("options", [{}, {"positions": "rope", "num_kv_heads": 1},
+                                     {"positions": "alibi"}, {"window": 4}])
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_greedy_generate_equals_a_plain_loop_of_full_forward_passes(use_cache):
+def test_greedy_generate_equals_a_plain_loop_of_full_forward_passes(use_cache, options):
     """Temperature 0: each new token is the argmax of a full forward pass over the text so
-    far (a prompt token fed twice, or a position off by one, changes the text)."""
+    far (a prompt token fed twice, or a position off by one, changes the text); with the
+    cache preallocated (grouped keys and values too) or rolling (a window)."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=13, context=24, d_model=16, num_heads=2, num_layers=2)).double().eval()
+    model = GPT(GPTConfig(vocab_size=13, context=24, d_model=16, num_heads=2, num_layers=2, **options)).double().eval()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -231,6 +235,42 @@ def test_greedy_generate_equals_a_plain_loop_of_full_forward_passes(use_cache):
     out = model.generate(prompt, 12, temperature=0, use_cache=use_cache)
     assert torch.equal(out, text)
     assert max(len(set(row[5:].tolist())) for row in out) > 2  # not only constant texts, where bugs agree
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_runs_the_head_on_one_position_per_call(use_cache):
+    """Reading the prompt (nanoGPT's ``x[:, [-1]]``) and each step: the head sees the last
+    position only, and it runs once per new token."""
+    model = small()
+    seen = []
+    hook = model.head.register_forward_hook(lambda module, args, out: seen.append(tuple(args[0].shape)))
+    try:
+        model.generate(torch.randint(0, 40, (3, 6)), 5, temperature=0, use_cache=use_cache)
+    finally:
+        hook.remove()
+    assert seen == [(3, model.config.d_model)] * 5
+
+
+def test_generate_fills_a_preallocated_cache_in_place():
+    """The cached keys of every step are views of one buffer made for the whole text: no
+    step copies the earlier keys into a longer tensor."""
+    model = small()
+    pointers, shapes = set(), []
+    attn = model.layers[0].self_attn
+    original = attn._project
+
+    def spy(*args, **kwargs):
+        q, k, v, q_pos, k_pos = original(*args, **kwargs)
+        pointers.add(k.data_ptr())
+        shapes.append(k.shape[2])
+        return q, k, v, q_pos, k_pos
+
+    attn._project = spy
+    try:
+        model.generate(torch.randint(0, 40, (2, 4)), 6, temperature=0, use_cache=True)
+    finally:
+        del attn._project
+    assert shapes == [4, 5, 6, 7, 8, 9] and len(pointers) == 1
 
 
 def test_initialisation_has_gpt2s_scales():

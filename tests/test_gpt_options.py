@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from companion.masks import causal_mask, local_window_mask
-from companion.models.gpt import GPT, GPTConfig, kv_cache_bytes, kv_cache_size
+from companion.kv_cache import measured_cache_bytes
+from companion.models.gpt import GPT, GPTConfig, formula_cache_bytes_for
 
 
 def small(**options):
@@ -31,7 +32,7 @@ def test_cached_steps_equal_the_full_pass(options):
     torch.testing.assert_close(torch.stack(steps, 1), full[:, 5:])
     kv = options.get("num_kv_heads") or 4
     tokens = min(20, options.get("window") or 20)
-    assert kv_cache_bytes(state["caches"]) == kv_cache_size(model.config, tokens, 8, batch_size=2)
+    assert measured_cache_bytes(state["caches"]) == formula_cache_bytes_for(model.config, tokens, 8, batch=2)
     assert state["caches"][0]["k"].shape == (2, kv, tokens, 4)
 
 
@@ -150,4 +151,4 @@ def test_mean_pool_to_gqa_copies_a_gpt_and_leaves_it_alone():
     assert mqa.head.weight is mqa.token_embed.weight  # the tie survives the copy
     ids = torch.randint(0, 13, (2, 10))
     assert mqa(ids).shape == (2, 10, 13)
-    assert kv_cache_size(mqa.config, 10, 8) * 4 == kv_cache_size(model.config, 10, 8)
+    assert formula_cache_bytes_for(mqa.config, 10, 8) * 4 == formula_cache_bytes_for(model.config, 10, 8)

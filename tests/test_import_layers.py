@@ -73,3 +73,17 @@ def test_diagrams_keeps_its_public_names():
     assert diagrams.Diagram is drawing.Diagram and diagrams.Block is drawing.Block
     assert diagrams.gpt_diagram is models.gpt_diagram and diagrams.has_dot is torchview.has_dot
     assert "matplotlib" not in " ".join(imported_modules(Path(recording.__file__)))  # recording draws nothing
+
+
+def test_the_package_lists_every_module():
+    """``companion/__init__.py`` imports every module, names it in ``__all__`` and in its
+    docstring's list (``distributed`` is imported on its own, as the docstring says)."""
+    import companion
+
+    modules = {p.stem for p in (ROOT / "companion").glob("*.py") if not p.stem.startswith("_")}
+    modules |= {p.parent.name for p in (ROOT / "companion").glob("*/__init__.py")}
+    assert modules - set(companion.__all__) == {"distributed"}
+    for name in modules:
+        assert f":mod:`companion.{name}`" in companion.__doc__, name
+        if name != "distributed":
+            assert getattr(companion, name).__name__ == f"companion.{name}"

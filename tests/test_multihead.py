@@ -475,7 +475,7 @@ def test_rope_reads_a_float32_table_built_once_and_matches_apply_rope():
     finally:
         positional.frequencies = real
     assert len(calls) == 1  # one table for the 18 calls
-    cos, sin, _ = mha._rope_cache
+    cos, sin = mha._rope.cos, mha._rope.sin
     assert cos.dtype == sin.dtype == torch.float32 and cos.shape[1] == 2
     other = MultiHeadAttention(16, 4, position="rope", rope_base=500.0).eval()
     other.load_state_dict(mha.state_dict())
@@ -485,4 +485,4 @@ def test_rope_reads_a_float32_table_built_once_and_matches_apply_rope():
     torch.testing.assert_close(steps, full)
     q = mha.split_heads(mha.project_qkv(x, None, None)[0])  # (B, H, N, D_H)
     positions = torch.arange(3, 12)
-    torch.testing.assert_close(mha._rope(q, 3), apply_rope(q, positions))
+    torch.testing.assert_close(mha._rope(q, 3, mha.rope_base), apply_rope(q, positions))

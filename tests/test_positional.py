@@ -234,12 +234,26 @@ def test_distances_refuse_tables_without_dimensions_or_with_nan():
 def test_learned_positions_add_their_rows_and_refuse_past_max_len():
     from companion.positional import LearnedPositionalEmbedding
 
-    pe = LearnedPositionalEmbedding(8, 4)
+    pe = LearnedPositionalEmbedding(4, max_len=8)
     x = torch.zeros(2, 3, 4)
     assert torch.equal(pe(x, offset=2), pe.weight[2:5].expand(2, 3, 4))
     assert sum(p.numel() for p in pe.parameters()) == 32
     with pytest.raises(ValueError, match="past max_len=8"):
         pe(torch.zeros(1, 3, 4), offset=6)
+
+
+def test_the_two_position_modules_take_their_arguments_in_one_order():
+    import inspect
+
+    from companion.positional import LearnedPositionalEmbedding
+
+    params = [list(inspect.signature(cls).parameters)[:2]
+              for cls in (SinusoidalPositionalEncoding, LearnedPositionalEmbedding)]
+    assert params == [["d_model", "max_len"]] * 2
+    for cls in (SinusoidalPositionalEncoding, LearnedPositionalEmbedding):
+        pe = cls(6, 10)  # d_model 6, max_len 10
+        assert pe.positions(10).shape == (10, 6)
+        assert pe.max_len == 10
 
 
 # --- RoPE and ALiBi (chapter 11) ---------------------------------------------------------
@@ -366,3 +380,19 @@ def test_relative_alibi_bias_of_a_cached_window_is_a_slice_of_the_full_one():
     full = relative_alibi_bias(alibi_slopes(4), torch.arange(20), torch.arange(20))
     part = relative_alibi_bias(alibi_slopes(4), torch.arange(15, 17), torch.arange(10, 17))
     torch.testing.assert_close(part, full[:, 15:17, 10:17])
+
+
+def test_rope_table_equals_apply_rope_far_out_and_after_a_change_of_base():
+    """The kept float32 table: positions past its first length (256) rebuild it, a new base
+    too; a scale or float64 input computes the angles anew."""
+    from companion.positional import _RopeTable
+
+    table, x = _RopeTable(), torch.randn(2, 3, 5, 8)
+    torch.testing.assert_close(table(x, 0), apply_rope(x))
+    assert table.cos.shape == (256, 4) and table.cos.dtype == torch.float32
+    torch.testing.assert_close(table(x, 300), apply_rope(x, torch.arange(300, 305)))
+    assert table.cos.shape[0] >= 305
+    torch.testing.assert_close(table(x, 7, base=500.0), apply_rope(x, torch.arange(7, 12), base=500.0))
+    torch.testing.assert_close(table(x, 4, scale=2.0), apply_rope(x, torch.arange(4, 9) / 2.0))
+    xd = x.double()
+    torch.testing.assert_close(table(xd, 9), apply_rope(xd, torch.arange(9, 14)))

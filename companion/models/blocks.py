@@ -38,6 +38,7 @@ from .._validate import (
     require_tensor,
 )
 from ..multihead import MultiHeadAttention
+from ..multihead import _check_call as _check_mha_call
 from .torch_weights import load_decoder_layer, load_encoder_layer
 
 
@@ -162,7 +163,7 @@ class EncoderLayer(nn.Module):
         if inside_checked_edge():  # in a model (GPT): x was made from the model's checked input
             return self._forward(x, mask, need_weights, cache, causal)
         _check_tokens("x", x, self.d_model, self.self_attn.in_proj.weight)
-        self.self_attn._check_inputs(x, x, x, mask, cache, True, causal)
+        _check_mha_call(self.self_attn, x, x, x, mask, cache, True, causal)
         with checked_edge():  # the sublayers below check nothing again
             return self._forward(x, mask, need_weights, cache, causal)
 

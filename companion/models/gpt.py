@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import checked_edge, require_int, require_positive_int, require_probability, require_token_ids
-from ..decoding import sample_decode
-from ..kv_cache import cache_bytes
+from ..kv_cache import formula_cache_bytes
 from ..positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..sampling import _check_sampling_args, _sample_next
 from .blocks import ACTIVATIONS, EncoderLayer, LayerNorm
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
@@ -114,7 +114,7 @@ class GPT(nn.Module):
         self.config = c
         self.token_embed = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, d)
         if c.positions == "learned":
-            self.pos = LearnedPositionalEmbedding(c.context, c.d_model)
+            self.pos = LearnedPositionalEmbedding(c.d_model, c.context)
         elif c.positions == "sinusoidal":
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.context)
         else:  # rope, alibi: positions enter each attention layer, nothing is added here
@@ -244,43 +244,66 @@ class GPT(nn.Module):
         t = state["t"]
         if "caches" in state:  # only the new token runs; the caches hold the keys/values of the rest
             caches = [dict(c) for c in state["caches"]]  # shallow copies: the old state stays valid
-            logits = self.head(self._hidden(prev[:, None], caches=caches, offset=t))[:, -1]  # (B, V)
+            logits = self.head(self._hidden(prev[:, None], caches=caches, offset=t)[:, -1])  # (B, V)
             return logits, {**state, "caches": caches, "t": t + 1}
         tokens = torch.cat([state["tokens"], prev[:, None]], dim=1)  # (B, t + 1)
         window = tokens[:, -self.config.context:]  # the whole text again, at most a context
         logits = self.head(self._hidden(window)[:, -1])  # (B, V) the head on the last position only
         return logits, {**state, "tokens": tokens, "t": t + 1}
 
+    def _preallocated_caches(self, batch: int, capacity: int) -> list[dict]:
+        """Empty caches with room for ``capacity`` tokens: each layer's keys and values are
+        written in place, one token after another, instead of copied into a longer tensor at
+        every step. A rolling window keeps its own (short) caches."""
+        if self.config.window is not None:
+            return [{} for _ in self.layers]
+        c, w = self.config, self.token_embed.weight
+        shape = (batch, c.num_heads if c.num_kv_heads is None else c.num_kv_heads, capacity, c.head_dim)
+        return [{"k_buffer": w.new_empty(shape), "v_buffer": w.new_empty(shape)} for _ in self.layers]
+
     @torch.inference_mode()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None,
                  generator: torch.Generator | None = None, use_cache: bool | None = None) -> torch.Tensor:
         """Continue ``prompt (B, T0)`` (``T0 >= 1``) by ``max_new_tokens`` sampled tokens
-        (:func:`companion.decoding.sample_decode`; ``temperature=0``: greedy). Returns
+        (:func:`companion.sampling.sample_next`; ``temperature=0``: greedy). Returns
         ``(B, T0 + max_new_tokens)``.
 
-        ``use_cache=True``: the KV cache (the whole text must fit the context);
-        ``False``: every step reads the last ``context`` tokens again; ``None`` (default):
-        the model's ``use_cache`` when the text fits the context, otherwise without the cache."""
+        ``use_cache=True``: the KV cache (the whole text must fit the context), preallocated
+        for the whole text and filled in place; the prompt is read in one pass, the head run
+        on its last position only. ``False``: every step reads the last ``context`` tokens
+        again; ``None`` (default): the model's ``use_cache`` when the text fits the context,
+        otherwise without the cache."""
         require_token_ids("prompt", prompt, self.config.vocab_size, 2)
         if prompt.shape[1] == 0:
             raise ValueError("prompt must hold at least one token per sequence (use a newline for 'nothing')")
         require_positive_int("max_new_tokens", max_new_tokens)
-        fits = prompt.shape[1] + max_new_tokens - 1 <= self.config.context
+        _check_sampling_args(temperature, top_k, top_p)  # once, not at every token
+        B, T0 = prompt.shape
+        fits = T0 + max_new_tokens - 1 <= self.config.context
         if use_cache and not fits:
-            raise ValueError(f"prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
+            raise ValueError(f"prompt ({T0}) + max_new_tokens ({max_new_tokens}) - 1 go past the "
                              f"context of {self.config.context} tokens; generate without the cache to crop")
         cached = (self.use_cache and fits) if use_cache is None else use_cache
         was_training = self.training
         self.eval()
         try:
-            # a prompt longer than the context is read without the cache, cropped at each step
-            state = self._start(prompt[:, :-1], cached)
-            new = sample_decode(self._step, state, prompt[:, -1], max_new_tokens, temperature=temperature,
-                                top_k=top_k, top_p=top_p, generator=generator)  # (B, max_new_tokens)
+            out = torch.empty(B, T0 + max_new_tokens, dtype=prompt.dtype, device=prompt.device)
+            out[:, :T0] = prompt
+            if cached:  # the prompt read once, into caches with room for the whole text
+                state = {"t": T0, "batch": B, "caches": self._preallocated_caches(B, T0 + max_new_tokens - 1)}
+                hidden = self._hidden(prompt, caches=state["caches"])  # (B, T0, d)
+            else:  # a prompt longer than the context is cropped, here and at each step
+                state = {"t": T0, "batch": B, "tokens": prompt}
+                hidden = self._hidden(prompt[:, -self.config.context:])  # (B, <= context, d)
+            logits = self.head(hidden[:, -1])  # (B, V): nanoGPT's x[:, [-1]], the head on the last position
+            for t in range(T0, T0 + max_new_tokens):
+                out[:, t] = _sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+                if t + 1 < T0 + max_new_tokens:
+                    logits, state = self._step(out[:, t], state)  # (B, V)
         finally:
             self.train(was_training)
-        return torch.cat([prompt, new], dim=1)
+        return out
 
 
 def mean_pool_to_gqa(model: GPT, num_kv_heads: int) -> GPT:
@@ -301,20 +324,13 @@ def mean_pool_to_gqa(model: GPT, num_kv_heads: int) -> GPT:
     return new
 
 
-def kv_cache_bytes(caches: list[dict]) -> int:
-    """Bytes held by the keys and values of a decoding state's caches (one dict per layer)."""
-    return sum(c[name].numel() * c[name].element_size() for c in caches for name in ("k", "v") if name in c)
-
-
-def kv_cache_size(config: GPTConfig, tokens: int, bytes_per_number: int = 4, batch_size: int = 1) -> int:
-    """The cache's size by formula: ``2 × layers × heads × head size × tokens × bytes per number``
-    (keys and values, every layer, every head), times the batch."""
-    require_positive_int("tokens", tokens)
-    require_positive_int("bytes_per_number", bytes_per_number)
-    require_positive_int("batch_size", batch_size)
+def formula_cache_bytes_for(config: GPTConfig, tokens: int, bytes_per_value: int = 2, batch: int = 1) -> int:
+    """The cache of a GPT of this ``config`` by formula (:func:`companion.kv_cache.formula_cache_bytes`):
+    ``2 × layers × kv heads × head size × tokens × bytes per value × batch`` (keys and values,
+    every layer, every key/value head; 2 bytes per value unless told)."""
     c = config
     kv_heads = c.num_heads if c.num_kv_heads is None else c.num_kv_heads  # chapter 11: GQA keeps fewer
-    return cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_number, batch_size)
+    return formula_cache_bytes(c.num_layers, kv_heads, c.head_dim, tokens, bytes_per_value, batch)
 
 
 # --- the same architecture as Hugging Face's GPT2LMHeadModel ---------------------------------
