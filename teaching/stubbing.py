@@ -253,6 +253,15 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
             why[key] = f"the exercise asks for {d.qualname}"
     named = set(why)
     keep = protected_set(index, setup_sources, named)
+    for key in sorted(named):  # red team round 4, H3 and M2: private siblings, by place, not by reach
+        d = index.defs[key]
+        for other, o in index.defs.items():
+            if other in why or not o.private or not _returns_a_value(o.node):
+                continue
+            if d.cls is not None and o.cls == d.cls:  # a private method of a named method's class
+                why[other] = f"a private method of the class of {key}"
+            elif d.cls is None and o.cls is None and o.module == d.module and other not in keep:
+                why[other] = f"a private function of the module of {key}"
     grew = True
     while grew:
         grew = False
