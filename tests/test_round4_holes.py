@@ -111,7 +111,7 @@ def test_a_broadcast_reply_fails_on_its_shape_before_any_arithmetic():
 ])
 def test_other_merges_check_the_shape_first(chapter, cell, answer, want):
     got = run_checks(chapter, {answer: answer_source(answer)})
-    assert want in got[cell], got
+    assert got[cell].startswith("AssertionError: " + want), got
 
 
 def answer_source(answer: str) -> str:
@@ -136,7 +136,7 @@ def test_an_error_message_shows_a_few_entries_of_a_huge_value():
 
 def test_a_runaway_check_raises_instead_of_taking_the_machine():
     with pytest.raises((MemoryError, RuntimeError)), memory_limit(2**30):
-        torch.ones(2**16, 2**16)  # 16 GiB
+        torch.empty(2**29)  # 2 GiB asked for (never written: without the limit it costs nothing)
     assert torch.ones(2**12, 2**12).sum() == 2**24  # the limit is gone again
 
 
