@@ -13,7 +13,12 @@ is the closure of:
    ``cls.name`` or ``Class.name``), transitively; and every method of a stubbed class. A
    private helper is kept when what the exercise's own setup and context cells import needs
    it (:func:`protected_set`: the public tool kit keeps working, ``tile_update`` and its
-   ``_finite`` in the tiled exercise).
+   ``_finite`` in the tiled exercise);
+4. the *private siblings* of what 1 and 2 name, by place, not by reach: every private method
+   (that returns a value) of a named method's class, even one the setup's tool kit reaches
+   (``GPT._hidden`` where ``GPT.forward`` is named: the public ``generate`` and ``step`` then
+   raise too); and every private function (that returns a value) of a named function's
+   module, unless the tool kit needs it (``_rope_table`` where ``sinusoidal_encoding`` is).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
