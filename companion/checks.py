@@ -17,12 +17,21 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import reprlib
 
 import torch
 
 from ._validate import require_bool_mask, require_tensor
 
 _PLAIN_SCALARS = (bool, int, float, str, type(None))
+_SHORT = reprlib.Repr()  # an answer in an error message: a few entries and levels, never all of a huge one
+_SHORT.maxlist = _SHORT.maxtuple = 12
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlevel = 3
+
+
+def _short(value) -> str:
+    return _SHORT.repr(value)
 
 
 def _require_tolerance(name: str, value) -> float:
@@ -85,6 +94,22 @@ def check_shape(x, expected, name: str = "tensor") -> None:
     ok = x.dim() == len(expected) and all(e is None or s == e for s, e in zip(x.shape, expected, strict=False))
     if not ok:
         raise AssertionError(f"{name} has shape {tuple(x.shape)}, expected {expected}")
+
+
+def check_like(actual, expected, name: str = "result") -> None:
+    """Assert that ``actual`` is a tensor of the same shape and dtype as ``expected``; nothing
+    else is computed. Call it before any arithmetic on a student's value, so that a value of
+    the wrong shape fails here instead of broadcasting to a huge tensor (``acc / l`` with
+    ``l`` of shape (N, 1) and ``acc`` of shape (1, N) makes N x N numbers)."""
+    expected_t = _as_tensor(name, expected, "expected")
+    if actual is None or actual is Ellipsis:
+        raise AssertionError(f"{name} is {actual!r}: replace it by your answer")
+    if not isinstance(actual, torch.Tensor):
+        raise AssertionError(f"{name} must be a tensor of shape {tuple(expected_t.shape)}, got a {type(actual).__name__}")
+    if actual.shape != expected_t.shape:
+        raise AssertionError(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected_t.shape)}")
+    if actual.dtype != expected_t.dtype:
+        raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected_t.dtype}")
 
 
 def check_close(actual, expected, name: str = "result", atol: float = 1e-5, rtol: float = 1e-4) -> None:
@@ -215,17 +240,17 @@ def check_equal(actual, expected, name: str = "answer") -> None:
         raise TypeError(f"expected must be a plain Python value (bool, int, float, str, None, or a tuple/list of "
                         f"them), got {type(expected).__name__}")
     if actual is None or actual is Ellipsis:
-        raise AssertionError(f"{name} is {actual!r}: replace it by your answer")
+        raise AssertionError(f"{name} is {_short(actual)}: replace it by your answer")
     if isinstance(actual, torch.Tensor) or hasattr(actual, "__array__"):
-        raise AssertionError(f"{name} must be a plain Python value such as {expected!r}, got a {type(actual).__name__}; "
+        raise AssertionError(f"{name} must be a plain Python value such as {_short(expected)}, got a {type(actual).__name__}; "
                              f"use check_close for tensors")
     if not _plain(actual):
         raise AssertionError(f"{name} must be a plain Python value (bool, int, float, str, or a tuple/list of them) "
-                             f"such as {expected!r}, got a {type(actual).__name__}")
+                             f"such as {_short(expected)}, got a {type(actual).__name__}")
     if (type(actual) is bool) != (type(expected) is bool):
-        raise AssertionError(f"{name} is {actual!r} ({type(actual).__name__}), expected {expected!r} ({type(expected).__name__})")
+        raise AssertionError(f"{name} is {_short(actual)} ({type(actual).__name__}), expected {_short(expected)} ({type(expected).__name__})")
     if not _equal(actual, expected):
-        raise AssertionError(f"{name} is {actual!r}, expected {expected!r}")
+        raise AssertionError(f"{name} is {_short(actual)}, expected {_short(expected)}")
 
 
 GRADING_SEED = "COMPANION_GRADING_SEED"  # set by the grader, a new value for each run

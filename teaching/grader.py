@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import resource
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,38 @@ from .sandbox import AnswerError, Limits, NotConfined, Remote, Sandbox, landlock
 from .stubbing import exercise_rule
 
 CHECK_SEED = 0  # torch's global generator is seeded with it before each check runs
+# While a check runs, the grader's process may map at most this much more memory than it had
+# (RLIMIT_AS, soft limit): a check whose arithmetic on a student's value runs away (an N x N
+# broadcast) fails with a MemoryError, which is that student's error row, not the grader's end.
+CHECK_MEMORY_BYTES = 4 * 2**30
+
+
+def _mapped_bytes() -> int:
+    """The address space this process maps now (``VmSize``), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+@contextlib.contextmanager
+def memory_limit(extra: int = CHECK_MEMORY_BYTES):
+    """The soft RLIMIT_AS of this process at what it maps now plus ``extra``, restored after."""
+    mapped = _mapped_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if not mapped:
+        yield
+        return
+    limit = mapped + extra if hard == resource.RLIM_INFINITY else min(mapped + extra, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 @dataclass
@@ -216,7 +249,8 @@ class Grader:
                 for src in ex.context:  # the instructor's, e.g. the student's variant
                     exec(compile(src, f"<context of {ex.answer_id}>", "exec"), trusted)  # noqa: S102
                 namespace.update({k: v for k, v in trusted.items() if k not in ex.names})
-                exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
+                with memory_limit():  # a runaway check is this student's error, not the grader's OOM
+                    exec(compile(ex.check_source, f"<check {ex.check_id}>", "exec"), namespace)  # noqa: S102
             return Result(ex.check_id, ex.points, ex.points, "passed", flag_text(box)), not answer_error
         except AnswerError as err:
             return Result(ex.check_id, 0.0, ex.points, f"{answer_error}your code: {err}"[:800], flag_text(box)), False
@@ -224,8 +258,8 @@ class Grader:
             why = str(err) or "an assertion of the check failed"
             return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}wrong: {why}"[:800], flag_text(box)),
                     not answer_error)
-        except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, ...)
-            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {err}"[:800],
+        except Exception as err:  # noqa: BLE001 (NameError for a missing answer, TypeError, MemoryError, ...)
+            return (Result(ex.check_id, 0.0, ex.points, f"{answer_error}check failed: {type(err).__name__}: {str(err)[:800]}"[:800],
                            flag_text(box)),
                     not answer_error)
         finally:

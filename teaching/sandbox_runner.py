@@ -114,7 +114,17 @@ _LAYER_NORM_OPS = ("layer_norm", "native_layer_norm", "group_norm", "native_grou
 _ENTROPY = ("torch.special.xlogy", "torch.xlogy", "torch._refs.special.entr", "torch._refs.xlogy",
             "torch._refs.special.xlog1py", "torch.special.xlog1py")
 _ENTROPY_OPS = ("special_entr", "xlogy", "special_xlogy", "special_xlog1py")
+# torch's own layers and attention modules: where an exercise asks for a layer or an attention
+# module, none of them answers it (red team round 4, H2: nn.TransformerEncoderLayer with
+# copied weights). Each class under both of its names, and the fused kernels of their fast path.
+_TORCH_LAYERS = tuple(f"torch.nn.{where}{cls}" for cls in ("TransformerEncoderLayer", "TransformerEncoder",
+                                                           "TransformerDecoderLayer", "TransformerDecoder",
+                                                           "Transformer")
+                      for where in ("", "modules.transformer.")) + (
+    "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention", *_MHA)
+_TORCH_LAYER_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd")
 CAPABILITIES = {  # named function -> (other functions and classes, aten ops by name)
+    **{name: (_TORCH_LAYERS, _TORCH_LAYER_OPS) for name in _TORCH_LAYERS[:12]},
     SDPA: (_MHA, ("_native_multi_head_attention",)),
     "torch.nn.functional.multi_head_attention_forward": (_MHA, ("_native_multi_head_attention",)),
     "torch.nn.functional.layer_norm": (_LAYER_NORM, _LAYER_NORM_OPS),
@@ -476,8 +486,9 @@ class Evidence:
 
 def refuse_everywhere(torch, dotted: str) -> None:
     """Refuse a torch function or class under every name torch gives it: each attribute of a
-    loaded ``torch`` module that *is* it is replaced, and a class's own methods refuse too (its
-    instances, made by another class such as ``nn.Transformer``, then cannot run)."""
+    loaded ``torch`` module that *is* the function is replaced; a class stays in place (its
+    subclasses in torch, ``torch.ao``'s ``MultiheadAttention``, still import) and its own
+    methods refuse, so neither it nor a subclass that reaches them can make or run an instance."""
     module_name, _, attr = dotted.rpartition(".")
     module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])
     original = getattr(module, attr, None)
@@ -485,10 +496,12 @@ def refuse_everywhere(torch, dotted: str) -> None:
     def refuse(*args, _name=dotted, **kwargs):
         raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
 
-    setattr(module, attr, refuse)
     if original is None:
+        setattr(module, attr, refuse)
         return
-    for name, mod in list(sys.modules.items()):
+    if not isinstance(original, type):
+        setattr(module, attr, refuse)
+    for name, mod in list(sys.modules.items()) if not isinstance(original, type) else ():
         if (name == "torch" or name.startswith("torch.")) and mod is not None:
             try:
                 for key, value in list(vars(mod).items()):

@@ -13,7 +13,12 @@ is the closure of:
    ``cls.name`` or ``Class.name``), transitively; and every method of a stubbed class. A
    private helper is kept when what the exercise's own setup and context cells import needs
    it (:func:`protected_set`: the public tool kit keeps working, ``tile_update`` and its
-   ``_finite`` in the tiled exercise).
+   ``_finite`` in the tiled exercise);
+4. the *private siblings* of what 1 and 2 name, by place, not by reach: every private method
+   (that returns a value) of a named method's class, even one the setup's tool kit reaches
+   (``GPT._hidden`` where ``GPT.forward`` is named: the public ``generate`` and ``step`` then
+   raise too); and every private function (that returns a value) of a named function's
+   module, unless the tool kit needs it (``_rope_table`` where ``sinusoidal_encoding`` is).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
@@ -253,6 +258,15 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
             why[key] = f"the exercise asks for {d.qualname}"
     named = set(why)
     keep = protected_set(index, setup_sources, named)
+    for key in sorted(named):  # red team round 4, H3 and M2: private siblings, by place, not by reach
+        d = index.defs[key]
+        for other, o in index.defs.items():
+            if other in why or not o.private or not _returns_a_value(o.node):
+                continue
+            if d.cls is not None and o.cls == d.cls:  # a private method of a named method's class
+                why[other] = f"a private method of the class of {key}"
+            elif d.cls is None and o.cls is None and o.module == d.module and other not in keep:
+                why[other] = f"a private function of the module of {key}"
     grew = True
     while grew:
         grew = False
