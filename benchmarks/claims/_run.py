@@ -88,10 +88,18 @@ class _DropAsserts(ast.NodeTransformer):
         return ast.copy_location(ast.Pass(), node)
 
 
-def notebook_namespace(chapter: str, seed: int, cells: Sequence[str], scale: str = "cpu") -> dict:
+def notebook_namespace(
+    chapter: str,
+    seed: int,
+    cells: Sequence[str],
+    scale: str = "cpu",
+    keep: dict[str, Sequence[str]] | None = None,
+) -> dict:
     """Run the code cells of ``notebooks/<chapter>_*.ipynb`` whose source contains one of
     ``cells`` (in the notebook's order), after its parameters cell with ``seed`` and
-    ``scale``; asserts removed. Returns the variables the cells defined."""
+    ``scale``; asserts removed. Returns the variables the cells defined. ``keep`` maps a
+    piece of a cell's source to names whose values right after that cell are kept as
+    ``name@piece``, for a name that a later cell reuses."""
     import matplotlib
     import torch
 
@@ -116,6 +124,9 @@ def notebook_namespace(chapter: str, seed: int, cells: Sequence[str], scale: str
         tree = ast.fix_missing_locations(_DropAsserts().visit(ast.parse(cell.source)))
         exec(compile(tree, f"{path.name} cell", "exec"), namespace)  # noqa: S102
         plt.close("all")
+        for key, names in (keep or {}).items():
+            if key in cell.source:
+                namespace.update({f"{name}@{key}": namespace[name] for name in names})
     return namespace
 
 
