@@ -227,6 +227,13 @@ def main(
     seconds = [r["seconds"] for r in rows]
     lines += ["", f"Median time per run of the experiment {statistics.median(seconds):.1f} s "
               "(one process, one thread; see the notes for the machine).", ""]
+    if not args.report:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        lines += [
+            f"Table written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC on a machine "
+            f"with {os.cpu_count()} CPUs; load average then {load} (1, 5, 15 minutes).",
+            "",
+        ]
     if notes:
         lines += [notes.strip(), ""]
     (RESULTS / f"ch{chapter}.md").write_text("\n".join(lines), encoding="utf-8")
