@@ -37,6 +37,7 @@ import os
 import statistics
 import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -116,7 +117,11 @@ def notebook_namespace(
     missing = [key for key in cells if not any(key in c.source for c in chosen)]
     if missing:
         raise ValueError(f"{path.name}: no code cell contains {missing}")
-    namespace: dict = {"__name__": "__claims__"}
+    # the cells' globals are a real module's, as in a kernel: torch.compile imports the
+    # module that its traced functions' globals name
+    module = types.ModuleType("__claims__")
+    sys.modules[module.__name__] = module
+    namespace: dict = module.__dict__
     os.environ.setdefault("COMPANION_PROGRESS", "text")
     exec(compile(params[0].source, "parameters", "exec"), namespace)  # noqa: S102
     namespace.update(seed=seed, scale=scale)
