@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "claims"))
 
 # chapter -> the script whose measure(seed) runs the key cell(s) of that chapter
-CHAPTERS = ["ch05", "ch07"]
+CHAPTERS = ["ch04", "ch05", "ch06", "ch07"]
 
 
 def fresh_seed() -> int:

@@ -232,11 +232,14 @@ def main(
     seconds = [r["seconds"] for r in rows]
     lines += ["", f"Median time per run of the experiment {statistics.median(seconds):.1f} s "
               "(one process, one thread; see the notes for the machine).", ""]
-    if not args.report:
+    now = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    if args.report:
+        lines += [f"Table written {now} UTC from the seeds cached by then (`--report`).", ""]
+    else:
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         lines += [
-            f"Table written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC on a machine "
-            f"with {os.cpu_count()} CPUs; load average then {load} (1, 5, 15 minutes).",
+            f"Table written {now} UTC on a machine with {os.cpu_count()} CPUs; load "
+            f"average then {load} (1, 5, 15 minutes).",
             "",
         ]
     if notes:
