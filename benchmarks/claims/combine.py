@@ -5,7 +5,7 @@ one summary: per chapter, how many runs, how many claims, and which claims have 
 zero or less (a threshold at or inside the measured distribution: fitted, or nearly) or fail
 on a seed. Chapters without a script are listed with the reason.
 
-    PYTHONPATH=$PWD python benchmarks/claims/combine.py
+    PYTHONPATH=$PWD python benchmarks/claims/combine.py --note "how the sweeps were run"
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def rows_of(text: str) -> list[list[str]]:
     return out
 
 
-def main() -> None:
+def main(note: str = "") -> None:
     chapters = sorted(
         {p.stem[2:] for p in (ROOT / "benchmarks" / "claims").glob("ch[0-9][0-9].py")}
         | set(NO_SCRIPT)
@@ -77,6 +77,7 @@ def main() -> None:
         "(identities, shapes, byte counts, fixed tables) are listed in its notes, not "
         "measured. Issue #41 asks for 40 seeds each; a chapter with fewer says so.",
         "",
+        *([note.strip(), ""] if note else []),
         *summary,
         "",
         *sections,
@@ -86,4 +87,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--note", default="", help="a paragraph on how the sweeps were run")
+    main(parser.parse_args().note)
