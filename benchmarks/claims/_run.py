@@ -19,7 +19,9 @@ exercise cells named by ``extra``), for a script that runs all of them.
 
 A script calls ``main(chapter, measure, claims)``: ``measure(seed) -> {quantity: value}``
 and ``claims``: ``[(quantity, threshold, direction, what the prose says), ...]``, where
-``direction`` is ``">"`` (the claim is ``value > threshold``) or ``"<"``. A quantity may be a
+``direction`` is ``">"`` (the claim is ``value > threshold``) or ``"<"``; ``exact``
+lists the chapter's assertions that no seed changes (identities, shapes, counts, fixed
+tables), shown in the table as exact. A quantity may be a
 list (a cell that trains two seeds gives two values); ``stride=2`` then steps the cell's
 seed by 2, so that every value comes from another seed.
 Run from the repository root, under ``nice`` on a shared machine:
@@ -173,6 +175,7 @@ def main(
     claims: Sequence[tuple[str, float, str, str]],
     notes: str = "",
     stride: int = 1,
+    exact: Sequence[str] = (),
 ) -> None:
     """Measure ``seeds`` seeds (a JSON line per seed on stdout, kept in a .jsonl cache so that
     an interrupted sweep resumes), then write ``benchmarks/results/claims/ch<chapter>.md``."""
@@ -229,6 +232,7 @@ def main(
         lines.append(
             summarise(f"{what} (`{quantity}`)", flat(quantity), threshold, direction)
         )
+    lines += [f"| {what} | exact: no randomness, not measured | | | | | |" for what in exact]
     seconds = [r["seconds"] for r in rows]
     lines += ["", f"Median time per run of the experiment {statistics.median(seconds):.1f} s "
               "(one process, one thread; see the notes for the machine).", ""]

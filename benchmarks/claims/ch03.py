@@ -74,11 +74,24 @@ def measure(seed: int) -> dict:
     )
 
 
-NOTES = """
-Exact, not measured: the shapes, the worked example's numbers (the scores 112 and 96, the
-weights 0.88 and 0.12, the characters' softmax), the masks' zeros, the signal's spectrum
-(fixed sines), the convolution's receptive field and exercise 5's largest N.
-"""
+# exact assertions (no randomness: identities, shapes, counts, fixed tables), not measured
+EXACT = [
+    "cross- and self-attention weights' shapes",
+    'the worked example: 20.0, scores 112 and 96 / 14 and 12, weights 0.88 and 0.12',
+    "the characters' softmax: each attends most to itself, e takes more from feng",
+    "a window layer cannot take four tokens; the self-attention output's shape",
+    "the signal's spectrum (fixed sines): share at the inputs, absent frequency, power",
+    'a Linear without bias maps 0 to 0',
+    "the image window's counts and zeros",
+    "the graph mask's zeros",
+    "the weights' shape at N = 300",
+    "the convolution's receptive field: exact zeros beyond it",
+    'farthest path lengths',
+    'exercise 5: the largest N in 16 GB; float32 weights',
+]
+
+
+NOTES = ""
 
 if __name__ == "__main__":
-    main("03", measure, CLAIMS, notes=NOTES)
+    main("03", measure, CLAIMS, notes=NOTES, exact=EXACT)

@@ -63,11 +63,22 @@ def measure(seed: int) -> dict:
     )
 
 
+# exact assertions (no randomness: identities, shapes, counts, fixed tables), not measured
+EXACT = [
+    'online softmax statistics',
+    'masked weights without NaN',
+    'tiles skipped by the causal mask',
+    'HBM byte counts',
+    'which SDPA backends run on the CPU',
+    'ALiBi slopes',
+]
+
+
 NOTES = """
-Exact, not measured: the online softmax's statistics (float64), the masks' zeros, the tiles
-skipped, the HBM byte counts, which SDPA backends run on the CPU, the ALiBi slopes. The
-timing claims at N = 1024 and 2048 are asserted in a loop; the table has N = 2048 only.
+The timing claims at N = 1024 and 2048 are asserted in a loop; the table has N = 2048 only.
+The float64 check of the tiled attention is asserted in a loop over masks; the table has
+the last mask only.
 """
 
 if __name__ == "__main__":
-    main("12", measure, CLAIMS, notes=NOTES)
+    main("12", measure, CLAIMS, notes=NOTES, exact=EXACT)
