@@ -43,7 +43,8 @@ def main(note: str = "") -> None:
         | set(NO_SCRIPT)
     )
     summary = [
-        "| chapter | seeds | claims measured | exact (not measured) | failing a seed | margin ≤ 0 (2nd percentile at or past the threshold) |",
+        "| chapter | seeds | claims measured | exact (not measured) | failing a seed "
+        "| margin ≤ 0 (2nd percentile at or past the threshold) |",
         "|---|---:|---:|---:|---|---|",
     ]
     sections = []
