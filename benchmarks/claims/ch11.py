@@ -86,6 +86,10 @@ EXACT = [
 
 
 NOTES = """
+Swept 2026-12-07, 16:24-17:15 UTC, on the course's 2-core machine shared with other jobs
+(load average 10 to 18): 6 to 11 minutes a seed, so the sweep was stopped after the seeds
+listed above.
+
 The pooling and uptraining claims are asserted in a loop over GQA and MQA; the table has the loop's last
 (MQA) only.
 """

@@ -39,7 +39,7 @@ def rows_of(text: str) -> list[list[str]]:
 
 def main(note: str = "") -> None:
     chapters = sorted(
-        {p.stem[2:] for p in (ROOT / "benchmarks" / "claims").glob("ch[0-9][0-9].py")}
+        {p.stem[2:] for p in (ROOT / "benchmarks" / "claims").glob("ch[0-9][0-9]*.py")}
         | set(NO_SCRIPT)
     )
     summary = [
