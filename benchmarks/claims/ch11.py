@@ -86,8 +86,8 @@ EXACT = [
 
 
 NOTES = """
-Swept 2026-12-07, 16:24-17:15 UTC, on the course's 2-core machine shared with other jobs
-(load average 10 to 18): 6 to 11 minutes a seed, so the sweep was stopped after the seeds
+Swept 2026-12-07, 16:24-17:30 UTC, on the course's 2-core machine shared with other jobs
+(load average 10 to 18 until 17:15, then 3 to 8): 6 to 11 minutes a seed, 1 minute at the end, so the sweep was stopped after the seeds
 listed above.
 
 The pooling and uptraining claims are asserted in a loop over GQA and MQA; the table has the loop's last
