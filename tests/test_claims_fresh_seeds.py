@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "claims"))
 
 # chapter -> the script whose measure(seed) runs the key cell(s) of that chapter
-CHAPTERS = ["ch05", "ch07"]
+CHAPTERS = ["ch04", "ch05", "ch06", "ch07"]
 
 
 def fresh_seed() -> int:
@@ -75,3 +75,27 @@ def test_summarise_reports_the_worst_side():
     assert row == "| x | > 1.5 | 49 of 50 | 1 | 1.98 | 25.5 | +0.48 |"
     row = summarise("y", values, 49.5, "<")
     assert row == "| y | < 49.5 | 49 of 50 | 50 | 49 | 25.5 | +0.48 |"
+
+
+def test_chapter_cells_skips_install_and_parameters_and_takes_named_exercises():
+    from _run import chapter_cells
+
+    cells = chapter_cells("04")
+    assert not any("importlib.util.find_spec" in c for c in cells)
+    assert cells[0].startswith("import inspect")  # the imports, not the parameters cell
+    assert not any("leaks = {}" in c for c in cells)  # exercise 5's solution
+    assert chapter_cells("04", ["leaks = {}"])[-1] == next(
+        c for c in chapter_cells("04", ["leaks = {}"]) if "leaks = {}" in c
+    )
+
+
+def test_notebook_namespace_keeps_a_name_that_a_later_cell_reuses():
+    from _run import notebook_namespace
+
+    # chapter 12: the float64 check sets err < 1e-12, the bfloat16 cell's loop reuses err
+    tiled, bf16 = "def qkv(n_q, n_k", "q16, k16, v16 ="
+    ns = notebook_namespace(
+        "12", 5, ["companion.seed_everything(seed)\ndevice", tiled, bf16], keep={tiled: ["err"]}
+    )
+    assert ns["seed"] == 5
+    assert ns[f"err@{tiled}"] < 1e-12 < ns["err"]  # the kept value, then the reused name

@@ -12,25 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import nbformat
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _run import ROOT, main, notebook_namespace  # noqa: E402
-
-
-def chapter_cells() -> list[str]:
-    """The sources of the code cells before '## Exercises' (each names its own cell)."""
-    (path,) = sorted((ROOT / "notebooks").glob("01_*.ipynb"))
-    nb = nbformat.read(path, as_version=4)
-    out = []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## Exercises"):
-            break
-        install = "importlib.util.find_spec" in cell.source
-        params = "parameters" in cell.metadata.get("tags", [])
-        if cell.cell_type == "code" and not install and not params:
-            out.append(cell.source)
-    return out
+from _run import chapter_cells, main, notebook_namespace  # noqa: E402
 
 
 # (quantity, threshold, direction, what the chapter says): value > or < threshold
@@ -54,7 +37,7 @@ CLAIMS = [
 
 def measure(seed: int) -> dict:
     """The asserted quantities of one run of the chapter's cells with ``seed``."""
-    ns = notebook_namespace("01", seed, chapter_cells())
+    ns = notebook_namespace("01", seed, chapter_cells("01"))
     pooled, gaps, swap, other = ns["pooled"], ns["gaps"], ns["SWAP"], ns["OTHER"]
     return dict(
         cnn_acc=ns["cnn_acc"],

@@ -7,14 +7,12 @@ untrained model of exercise 5) for each seed, with every ``assert`` removed, and
 its parameter count is printed beside the Transformer's.)
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/claims/ch09.py --seeds 40 --first 100
-    PYTHONPATH=$PWD python benchmarks/claims/ch09.py --report "a note"   # the cached seeds only
+    PYTHONPATH=$PWD python benchmarks/claims/ch09.py --report   # the cached seeds only
 """
 
 from __future__ import annotations
 
-import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -87,38 +85,19 @@ def measure(seed: int) -> dict:
     return row
 
 
-def report(note: str = "") -> str:
-    """The table of the seeds already in ``ch09.jsonl`` (however many), without running any:
-    for a sweep cut short. Writes ``ch09.md`` and returns it."""
-    from _run import HEADER, RESULTS, summarise
-
-    rows = [json.loads(line) for line in (RESULTS / "ch09.jsonl").read_text(encoding="utf-8").splitlines()]
-    rows.sort(key=lambda r: r["seed"])
-    seeds = ", ".join(str(r["seed"]) for r in rows)
-    lines = [
-        f"# Chapter 09: the asserted quantities over {len(rows)} seeds (a sweep cut short)",
-        "",
-        f"Written by `benchmarks/claims/ch09.py --report` from the cached seeds {seeds} "
-        "(`scale = \"cpu\"`, on the CPU). *Margin*: how far the 2nd percentile of the worst "
-        "side lies beyond the claim's threshold. With fewer than 40 seeds the 2nd percentile "
-        "is close to the worst value and says little about the tail.",
-        "",
-        HEADER,
-        *(summarise(f"{what} (`{q}`)", [r[q] for r in rows], t, d) for q, t, d, what in CLAIMS + PRINTED),
-        "",
-        f"Median time per seed {statistics.median(r['seconds'] for r in rows):.0f} s.",
-        "",
-    ]
-    if note:
-        lines += [note.strip(), ""]
-    text = "\n".join(lines)
-    (RESULTS / "ch09.md").write_text(text, encoding="utf-8")
-    return text
+NOTES = """
+**A sweep cut short, not the 40 seeds issue #41 asks for.** Measured 2026-12-07, 12:30-13:26
+UTC, on the course's 2-core machine shared with other jobs (load 13 to 30; a seed took 13 to
+15 minutes instead of about 90 s). The same chapter, executed as a notebook for seeds 0, 1
+and 53432 (nbclient, 12:48-12:57 UTC before the last change and again from 13:21 after it),
+printed: mean mass on the named object 0.64, 0.71, 0.70 (uniform attention 0.22 each);
+Transformer - CNN + RNN exact captions -2.2, -5.1, -3.3 points. Seed 101's -0.8 points is
+why the chapter no longer asserts that the Transformer stays behind. The mean mass is no
+longer asserted above one half because it fell below on a seed outside 0-11 (issue #41).
+Still to do: `--seeds 40 --first 100` on a quiet machine, then check that every asserted
+threshold sits below the 2nd percentile.
+"""
 
 
 if __name__ == "__main__":
-    if "--report" in sys.argv:
-        i = sys.argv.index("--report")
-        print(report(sys.argv[i + 1] if len(sys.argv) > i + 1 else ""))
-    else:
-        main("09", measure, CLAIMS + PRINTED)
+    main("09", measure, CLAIMS + PRINTED, notes=NOTES)
