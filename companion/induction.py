@@ -1,12 +1,13 @@
-"""Induction heads, grown on purpose (chapter 10; Olsson et al., 2022).
+"""Induction heads, grown on purpose (chapter 10; Elhage et al., 2021; Olsson et al., 2022).
 
 An **induction head** completes a repeat: having seen ``… A B …``, when ``A`` comes again it
 attends to the ``B`` that followed ``A`` before, and copies it. It needs a head in an earlier
 layer that moves each token's identity one position on (a **previous-token head**), so that
 the induction head's keys can say "my previous token was A".
 
-Olsson et al. found them in attention-only Transformers of two layers and more, and found that
-they form suddenly: a **phase change** in training, where the loss on repeated text falls
+Elhage et al. first described them, in attention-only Transformers of two layers. Olsson et
+al. found that they form suddenly, in those models and in larger ones with feed-forward
+layers: a **phase change** in training, where the loss on repeated text falls
 steeply. :class:`AttentionOnly` is such a model (no feed-forward layers), and
 :func:`copy_batch` is a task that an induction head solves: random tokens that start to
 repeat a pattern of random length at a random place, so that no fixed position says where
@@ -15,7 +16,7 @@ to look.
 The standard test (:func:`induction_test`) feeds ``R`` random tokens twice. It reports the
 loss on each copy, each head's **prefix-matching score** (its mean weight from a token of
 the second copy onto the token after that token's first occurrence) and its **copying
-score** (Olsson et al.: how positive the eigenvalues of the head's OV circuit
+score** (Elhage et al.: how positive the eigenvalues of the head's OV circuit
 ``W_E W_V W_O W_U`` are, ``Σλ / Σ|λ|`` in [-1, 1]; +1: the head raises the logit of the
 token it attends to).
 """
