@@ -46,24 +46,13 @@ CLAIMS = [
 ]
 
 
-def measure(seed: int) -> dict:
-    """The asserted quantities of one run of the chapter's cells with ``seed``."""
-    ns = notebook_namespace("02", seed, chapter_cells("02", ["ex_entropy = {}"]))
-    tok_plain, tok_dot = ns["tok_plain"], ns["tok_dot"]
-    plain_drop = float(tok_plain[0] - tok_plain[-1])
+def sampling_quantities(ns: dict) -> dict:
+    """The asserted quantities of the cells that draw random queries and keys (the variance
+    of q·k, its moments at d = 64, the softmax's saturation, exercise 5's entropies), from a
+    namespace that ran them; ``ch02_scaling.py`` measures only these."""
     dot, square, d = ns["dot"], ns["square"], ns["d"]
     scaled = [s for _, s in ns["ex_entropy"].values()]
     return dict(
-        short_tok=min(float(tok_plain[0]), float(tok_dot[0])),
-        long_gap=float(min(ns["gap"])),
-        plain_drop=plain_drop,
-        drop_ratio=float(tok_dot[0] - tok_dot[-1]) / plain_drop,
-        dates_exact=ns["exact"],
-        field_share=min(ns["share"].values()),
-        parse_exact=ns["parse_exact"],
-        longest_behind=ns["parse_exact"] - ns["by_ops"][ns["max_ops"]],
-        aligned=float(sum(ns["aligned"]) / len(ns["aligned"])),
-        longer_exact=ns["longer_exact"],
         var_raw_err=max(abs(a / D - 1) for a, D in zip(ns["var_raw"], ns["dims"], strict=True)),
         var_scaled_err=max(abs(b - 1) for b in ns["var_scaled"]),
         dot_mean=abs(dot.mean().item()),
@@ -74,11 +63,31 @@ def measure(seed: int) -> dict:
         top_raw=ns["top_raw"],
         top_scaled=ns["top_scaled"],
         norm_ratio=ns["norm_raw"] / ns["norm_scaled"],
-        end_scaled=ns["end_scaled"],
-        end_raw_over_scaled=ns["end_raw"] / ns["end_scaled"],
         ex_raw_1024=ns["ex_entropy"][1024][0],
         ex_scaled_1024=ns["ex_entropy"][1024][1],
         ex_scaled_spread=max(scaled) - min(scaled),
+    )
+
+
+def measure(seed: int) -> dict:
+    """The asserted quantities of one run of the chapter's cells with ``seed``."""
+    ns = notebook_namespace("02", seed, chapter_cells("02", ["ex_entropy = {}"]))
+    tok_plain, tok_dot = ns["tok_plain"], ns["tok_dot"]
+    plain_drop = float(tok_plain[0] - tok_plain[-1])
+    return dict(
+        **sampling_quantities(ns),
+        short_tok=min(float(tok_plain[0]), float(tok_dot[0])),
+        long_gap=float(min(ns["gap"])),
+        plain_drop=plain_drop,
+        drop_ratio=float(tok_dot[0] - tok_dot[-1]) / plain_drop,
+        dates_exact=ns["exact"],
+        field_share=min(ns["share"].values()),
+        parse_exact=ns["parse_exact"],
+        longest_behind=ns["parse_exact"] - ns["by_ops"][ns["max_ops"]],
+        aligned=float(sum(ns["aligned"]) / len(ns["aligned"])),
+        longer_exact=ns["longer_exact"],
+        end_scaled=ns["end_scaled"],
+        end_raw_over_scaled=ns["end_raw"] / ns["end_scaled"],
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _run import main, notebook_namespace  # noqa: E402
-from ch02 import CLAIMS as ALL_CLAIMS  # noqa: E402
+from ch02 import CLAIMS as ALL_CLAIMS, sampling_quantities  # noqa: E402
 
 CELLS = [
     "companion.seed_everything(seed)\ndevice",  # the imports cell
@@ -34,24 +34,7 @@ CLAIMS = [c for c in ALL_CLAIMS if c[0] in QUANTITIES]
 
 def measure(seed: int) -> dict:
     """The sampling cells' asserted quantities with ``seed``."""
-    ns = notebook_namespace("02", seed, CELLS)
-    dot, square, d = ns["dot"], ns["square"], ns["d"]
-    scaled = [s for _, s in ns["ex_entropy"].values()]
-    return dict(
-        var_raw_err=max(abs(a / D - 1) for a, D in zip(ns["var_raw"], ns["dims"], strict=True)),
-        var_scaled_err=max(abs(b - 1) for b in ns["var_scaled"]),
-        dot_mean=abs(dot.mean().item()),
-        dot_var_err=abs(dot.var().item() / d - 1),
-        square_mean_err=abs(square.mean().item() / d - 1),
-        square_var_err=abs(square.var().item() / (2 * d) - 1),
-        negative_err=abs((dot < 0).float().mean().item() - 0.5),
-        top_raw=ns["top_raw"],
-        top_scaled=ns["top_scaled"],
-        norm_ratio=ns["norm_raw"] / ns["norm_scaled"],
-        ex_raw_1024=ns["ex_entropy"][1024][0],
-        ex_scaled_1024=ns["ex_entropy"][1024][1],
-        ex_scaled_spread=max(scaled) - min(scaled),
-    )
+    return sampling_quantities(notebook_namespace("02", seed, CELLS))
 
 
 NOTES = """
