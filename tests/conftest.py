@@ -1,5 +1,7 @@
-"""Shared fixtures: seeding, the GPU marker, headless Chromium for the browser tests, and the
-skips for the optional tools (each reason names what to install).
+"""Shared fixtures: seeding, the GPU marker, headless Chromium for the browser tests, one
+autograde run per grading seed for the modules that grade a class under fixed seeds
+(``seeded_grades``, tests/seeded_class.py), and the skips for the optional tools (each reason
+names what to install).
 
 On a bare machine the README's two commands pass with these tests skipped; the README lists
 the tools in one line: ``apt-get install chromium chromium-driver bubblewrap graphviz
@@ -12,6 +14,7 @@ import sys
 import pytest
 import torch
 from book_executions import replace_nbval_items
+from seeded_class import autograde as _autograde_seeded
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -78,3 +81,18 @@ def browser(request, chromium, tmp_path_factory):
     driver.set_page_load_timeout(getattr(request.module, "BROWSER_PAGE_LOAD_TIMEOUT", 60))
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="session")
+def seeded_grades(tmp_path_factory):
+    """``rows(seed)``: the CSV rows of the one autograde run of grading seed ``seed`` that
+    grades every student the test modules enrolled for it (tests/seeded_class.py), run at
+    its first call."""
+    graded = {}
+
+    def rows(seed: int) -> list[dict]:
+        if seed not in graded:
+            graded[seed] = _autograde_seeded(tmp_path_factory.mktemp(f"seed{seed}"), seed)
+        return graded[seed]
+
+    return rows

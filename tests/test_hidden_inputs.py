@@ -18,25 +18,22 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import csv
 import io
 import os
-import subprocess
-import sys
-from pathlib import Path
+from functools import cache
 
 import nbformat
 import pytest
 import torch
 from conftest import needs_bwrap
+from seeded_class import enrol
 
 from teaching import course
 from teaching.exercises import read_chapter, strip_solution_markers
 from teaching.grader import CHECK_SEED
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = course.chapters_with_exercises()
-SEED_A, SEED_B = 271828, 314159  # two grading runs
+SEED_A, SEED_B = 271828, 314159  # two grading runs (two of tests/test_honest_answers.py's, whose runs they share)
 
 # Runs in the sandbox (standard library and torch only) and here, the same text in both.
 TABLE_TOOLS = '''
@@ -193,24 +190,22 @@ def test_a_table_behind_the_right_answer_is_faithful_in_process():
     assert torch.equal(ns["twice"](torch.ones(4)), torch.full((4,), 3.0))  # garbage
 
 
-def read_rows(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+@cache
+def recorded() -> dict[str, dict[int, dict[str, set[str]]]]:
+    """{chapter: {grading seed: record(chapter, seed)}} for both seeds."""
+    return {name: {seed: record(name, seed) for seed in (SEED_A, SEED_B)} for name in CHAPTERS}
 
 
-def autograde(tmp: Path, students: dict[str, dict[str, nbformat.NotebookNode]], seed: int) -> list[dict]:
-    subs = tmp / "subs"
-    for student, notebooks in students.items():
-        (subs / student).mkdir(parents=True)
-        for name, nb in notebooks.items():
-            nbformat.write(nb, subs / student / f"{name}.ipynb")
-    out = tmp / "grades.csv"
-    env = {**os.environ, "COMPANION_GRADING_SEED": str(seed), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs), "--out", str(out),
-                          "--timeout", "60", "--jobs", "2"], capture_output=True, text=True, timeout=1800, env=env,
-                         encoding="utf-8", errors="replace", cwd=tmp)
-    assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
-    return read_rows(out)
+def instructor_notebooks() -> dict[str, nbformat.NotebookNode]:
+    return {name: nbformat.read(course.NOTEBOOKS / f"{name}.ipynb", as_version=4) for name in CHAPTERS}
+
+
+# Graded in the runs of seeds A and B that tests/test_honest_answers.py's class shares
+# (tests/seeded_class.py): the instructor under both seeds, the two tables under seed A.
+enrol(SEED_A, "instructor", instructor_notebooks)
+enrol(SEED_B, "instructor", instructor_notebooks)
+enrol(SEED_A, "table-of-this-run", lambda: {n: lookup_table_notebook(n, recorded()[n][SEED_A]) for n in CHAPTERS})
+enrol(SEED_A, "table-of-another-run", lambda: {n: lookup_table_notebook(n, recorded()[n][SEED_B]) for n in CHAPTERS})
 
 
 def score(rows, student, chapter):
@@ -220,24 +215,18 @@ def score(rows, student, chapter):
 
 @needs_bwrap
 @pytest.mark.slow
-def test_a_lookup_table_of_the_public_inputs_scores_nothing_where_inputs_are_fresh(tmp_path):
-    recorded = {name: {seed: record(name, seed) for seed in (SEED_A, SEED_B)} for name in CHAPTERS}
+def test_a_lookup_table_of_the_public_inputs_scores_nothing_where_inputs_are_fresh(seeded_grades):
     # the fixed inputs are the same under both seeds, the fresh ones are not
     for name in CHAPTERS:
         for ex in read_chapter(course.NOTEBOOKS / f"{name}.ipynb").exercises:
             if has_fresh_inputs(ex.check_source):
-                a, b = recorded[name][SEED_A][ex.answer_id], recorded[name][SEED_B][ex.answer_id]
+                a, b = recorded()[name][SEED_A][ex.answer_id], recorded()[name][SEED_B][ex.answer_id]
                 assert a & b and a - b, (name, ex.check_id)
-    honest = {name: nbformat.read(course.NOTEBOOKS / f"{name}.ipynb", as_version=4) for name in CHAPTERS}
-    students = {"honest": honest,
-                "table-of-this-run": {n: lookup_table_notebook(n, recorded[n][SEED_A]) for n in CHAPTERS},
-                "table-of-another-run": {n: lookup_table_notebook(n, recorded[n][SEED_B]) for n in CHAPTERS}}
-    rows = autograde(tmp_path / "a", students, SEED_A)
-    rows_b = autograde(tmp_path / "b", {"honest": honest}, SEED_B)
+    rows, rows_b = seeded_grades(SEED_A), seeded_grades(SEED_B)
     for name in CHAPTERS:
         chapter = read_chapter(course.NOTEBOOKS / f"{name}.ipynb")
         full = {ex.check_id: ex.points for ex in chapter.exercises}
-        for got in (score(rows, "honest", name), score(rows_b, "honest", name)):
+        for got in (score(rows, "instructor", name), score(rows_b, "instructor", name)):
             assert {c: s for c, (s, _) in got.items() if c != "TOTAL"} == full, (name, got)
         faithful = score(rows, "table-of-this-run", name)
         assert {c: s for c, (s, _) in faithful.items() if c != "TOTAL"} == full, (name, faithful)

@@ -22,26 +22,22 @@ always tested, fresh draws vary the values only).
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import os
 import re
-import subprocess
-import sys
 from functools import cache
-from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 from conftest import needs_bwrap
 from honest_answers import ANSWERS
+from seeded_class import enrol
 
 from teaching import course
 from teaching.exercises import read_chapter, strip_solution_markers
 from teaching.grader import CHECK_SEED, parameters_source
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = course.chapters_with_exercises()
 SEEDS = (271828, 314159, 161803)  # three grading runs
 STUDENT = "honest"
@@ -187,34 +183,33 @@ def test_fresh_inputs_vary_the_values_not_the_shapes(name):
     assert seen[SEEDS[0]] == seen[SEEDS[1]]
 
 
-# The real grader: one autograde run per grading seed, the whole class at once.
+# The real grader: one autograde run per grading seed, the whole class at once (shared with
+# tests/test_hidden_inputs.py's students under the same seeds: tests/seeded_class.py).
 
-def _autograde(tmp: Path, seed: int) -> list[dict]:
-    subs = tmp / "subs"
-    students = {STUDENT: ANSWERS, "fragile": FRAGILE}
-    for student, answers in students.items():
-        (subs / student).mkdir(parents=True)
+def _notebooks(answers: dict[str, dict[str, str]]):
+    """A function returning {chapter: the instructor's notebook with ``answers`` in its
+    solution cells}."""
+    def notebooks():
+        out = {}
         for name, chapter_answers in answers.items():
             nb = nbformat.read(course.NOTEBOOKS / f"{name}.ipynb", as_version=4)
             for cell in nb.cells:
                 gid = cell.metadata.get("nbgrader", {}).get("grade_id")
                 if gid in chapter_answers and cell.metadata["nbgrader"].get("solution"):
                     cell.source = chapter_answers[gid].strip() + "\n"
-            nbformat.write(nb, subs / student / f"{name}.ipynb")
-    out = tmp / "grades.csv"
-    env = {**os.environ, "COMPANION_GRADING_SEED": str(seed), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, str(ROOT / "teaching" / "autograde.py"), str(subs),
-                          "--out", str(out), "--timeout", "60", "--jobs", "2"],
-                         capture_output=True, text=True, timeout=3600, env=env,
-                         encoding="utf-8", errors="replace", cwd=tmp)
-    assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
-    with open(out, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+            out[name] = nb
+        return out
+    return notebooks
+
+
+for _seed in SEEDS:
+    enrol(_seed, STUDENT, _notebooks(ANSWERS))
+    enrol(_seed, "fragile", _notebooks(FRAGILE))
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    return {seed: _autograde(tmp_path_factory.mktemp(f"seed{seed}"), seed) for seed in SEEDS}
+def graded(seeded_grades):
+    return {seed: seeded_grades(seed) for seed in SEEDS}
 
 
 def _row(rows, student, name, check_id):

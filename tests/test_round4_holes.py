@@ -235,31 +235,43 @@ GRADED = {  # chapter -> {student: (attack file, the checks it must score 0 on)}
 }
 
 
-@needs_bwrap
-@pytest.mark.slow
-@pytest.mark.parametrize("chapter", sorted(GRADED))
-def test_the_attacks_score_nothing_when_graded(chapter, tmp_path):
-    subs = tmp_path / "subs"
-    path = notebook(chapter)
-    for student, (file, _) in {**GRADED[chapter], "honest": (None, [])}.items():
-        nb = nbformat.read(path, as_version=4)
-        table = attack(file) if file else {}
-        for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if gid in table:
-                cell.source = table[gid]
-        (subs / student).mkdir(parents=True)
-        nbformat.write(nb, subs / student / path.name)
-    out = tmp_path / "grades.csv"
+@pytest.fixture(scope="module")
+def graded_attacks(tmp_path_factory):
+    """{(student, chapter, cell): (score, max_score, status)} of one autograde run of the
+    whole class: every attack of every chapter in GRADED beside an honest student who hands
+    in all those chapters. One run instead of one per chapter saves a grader start per
+    chapter; each student-chapter is graded in its own sandbox either way."""
+    subs = tmp_path_factory.mktemp("round4") / "subs"
+    for chapter in sorted(GRADED):
+        path = notebook(chapter)
+        for student, (file, _) in {**GRADED[chapter], "honest": (None, [])}.items():
+            nb = nbformat.read(path, as_version=4)
+            table = attack(file) if file else {}
+            for cell in nb.cells:
+                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if gid in table:
+                    cell.source = table[gid]
+            (subs / student).mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, subs / student / path.name)
+    out = subs.parent / "grades.csv"
     run = subprocess.run([sys.executable, "-m", "teaching.autograde", str(subs), "--out", str(out),
-                          "--chapters", chapter, "--jobs", "2"], capture_output=True, text=True,
-                         encoding="utf-8", timeout=1200, cwd=ROOT)
+                          "--chapters", *sorted(GRADED), "--jobs", "2"], capture_output=True, text=True,
+                         encoding="utf-8", timeout=1800, cwd=ROOT)
     assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
     with open(out, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    score = {(r["student"], r["cell"]): (float(r["score"]), float(r["max_score"]), r["status"]) for r in rows}
+    return {(r["student"], r["chapter"], r["cell"]): (float(r["score"]), float(r["max_score"]), r["status"])
+            for r in rows}
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", sorted(GRADED))
+def test_the_attacks_score_nothing_when_graded(chapter, graded_attacks):
+    name = notebook(chapter).stem
+    score = {(s, c): v for (s, ch, c), v in graded_attacks.items() if ch == name}
     for student, (_, cells) in GRADED[chapter].items():
         for cell in cells:
             assert score[(student, cell)][0] == 0, (student, cell, score[(student, cell)])
     honest = [v for (s, c), v in score.items() if s == "honest" and c == "TOTAL"]
-    assert honest and honest[0][0] == honest[0][1], [r for r in rows if r["student"] == "honest"]
+    assert honest and honest[0][0] == honest[0][1], [(c, v) for (s, c), v in score.items() if s == "honest"]
