@@ -43,7 +43,7 @@ def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
     each key/value head repeated for the ``groups`` consecutive query heads it serves
     (query head ``h`` uses key/value head ``h // groups``, as torch's ``enable_gqa``).
     :class:`MultiHeadAttention` does not copy: it reads each key/value head in place for its
-    query heads (:func:`_attend`); this is the reference it is tested against."""
+    query heads (``_attend``); this is the reference it is tested against."""
     if groups == 1:
         return x
     return x.repeat_interleave(groups, dim=1)  # (B, H, N, D_H)
