@@ -33,6 +33,7 @@ from ._validate import (
     require_rank,
 )
 from .attention import _attention_with_weights, check_attention_shapes
+from .kv_cache import append_to_cache, cache_position
 from .masks import causal_mask, to_additive
 from .positional import _RopeTable, alibi_slopes, frequencies, relative_alibi_bias
 
@@ -40,7 +41,9 @@ from .positional import _RopeTable, alibi_slopes, frequencies, relative_alibi_bi
 def repeat_kv_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
     """Grouped-query attention's sharing: ``(B, H_kv, N, D_H) -> (B, H_kv · groups, N, D_H)``,
     each key/value head repeated for the ``groups`` consecutive query heads it serves
-    (query head ``h`` uses key/value head ``h // groups``, as torch's ``enable_gqa``)."""
+    (query head ``h`` uses key/value head ``h // groups``, as torch's ``enable_gqa``).
+    :class:`MultiHeadAttention` does not copy: it reads each key/value head in place for its
+    query heads (``_attend``); this is the reference it is tested against."""
     if groups == 1:
         return x
     return x.repeat_interleave(groups, dim=1)  # (B, H, N, D_H)
@@ -74,6 +77,37 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
             new.in_proj.bias.copy_(pool(mha.in_proj.bias))
         new.out_proj.load_state_dict(mha.out_proj.state_dict())
     return new
+
+
+def _by_group(t: torch.Tensor, num_kv_heads: int) -> torch.Tensor:
+    """``(..., H, N_q, X) -> (..., H_kv, G·N_q, X)``, with ``G = H / H_kv``: the rows of the
+    ``G`` query heads that share a key/value head, one after the other (query head ``h`` uses
+    key/value head ``h // G``, as :func:`repeat_kv_heads`); a view when ``t`` is contiguous."""
+    H, n_q, x = t.shape[-3:]
+    return t.reshape(*t.shape[:-3], num_kv_heads, H // num_kv_heads * n_q, x)
+
+
+def _attend(q, k, v, mask, bias, dropout_p: float, is_causal: bool, fused: bool):
+    """Steps 2 and 3 for ``q (B, H, N_q, D_H)`` and ``k, v (B, H_kv, N_k, D_H)``, ``H_kv``
+    dividing ``H``. Each key/value head is read where it lies, once for the ``G = H / H_kv``
+    query heads it serves, never copied ``G`` times: decoding with GQA reads ``G`` times fewer
+    cached numbers than MHA. Returns ``heads (B, H, N_q, D_H)`` and the weights
+    ``(B, H, N_q, N_k)`` of the explicit path (``None`` from the fused kernel)."""
+    (B, H, n_q, d_h), h_kv, n_k = q.shape, k.shape[1], k.shape[2]
+    if fused:  # steps 2 + 3 in one kernel; the (N_q × N_k) weights are never stored
+        if bias is not None:  # ALiBi: a float mask, the bias with -inf where blocked
+            mask = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                              enable_gqa=h_kv < H), None  # (B, H, N_q, D_H)
+    if h_kv == H:  # step 2: QK similarity (+ ALiBi's bias), softmax; step 3: V weighting
+        return _attention_with_weights(q, k, v, mask, dropout_p, bias)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+    # GQA: the G query heads of a group side by side, (B, H_kv, G·N_q, D_H), against their
+    # one key/value head (B, H_kv, N_k, D_H): the same matmuls, with H_kv heads of G·N_q rows
+    shape = (*mask.shape[:-3], H, n_q, n_k) if mask is not None and mask.dim() > 3 else (H, n_q, n_k)
+    mask = None if mask is None else _by_group(mask.expand(shape), h_kv)  # (..., H_kv, G·N_q, N_k)
+    bias = None if bias is None else _by_group(bias.expand(H, n_q, n_k), h_kv)  # (H_kv, G·N_q, N_k)
+    heads, weights = _attention_with_weights(_by_group(q, h_kv), k, v, mask, dropout_p, bias)
+    return heads.view(B, H, n_q, d_h), weights.view(B, H, n_q, n_k)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
 
 
 def _check_call(mha: MultiHeadAttention, query, key, value, mask, cache, self_attention: bool, causal: bool) -> None:
@@ -148,7 +182,8 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads, position, rope_base, window: chapter 11's options, each off by default:
 
     - ``num_kv_heads``: grouped-query attention (GQA). Only ``H_kv`` key/value heads, each
-      shared by ``H / H_kv`` query heads; ``num_kv_heads=1`` is multi-query attention (MQA).
+      shared by ``H / H_kv`` query heads (read in place, not copied per query head);
+      ``num_kv_heads=1`` is multi-query attention (MQA).
     - ``position="rope"``: rotate each head's queries and keys by their positions
       (:func:`companion.positional.apply_rope`, base ``rope_base``) before the scores.
     - ``position="alibi"``: add the ALiBi bias ``-m_h |i - j|`` to head ``h``'s scores.
@@ -234,8 +269,6 @@ class MultiHeadAttention(nn.Module):
             _check_call(self, query, key, value, mask, cache, self_attention, causal)
         # Step 1: QKV projection, then split into heads (with a cache: only the new tokens).
         q, k, v, q_pos, k_pos = self._project(query, key, value, cache, self_attention)
-        groups = self.num_heads // self.num_kv_heads  # GQA: each K/V head serves H / H_kv query heads
-        k, v = repeat_kv_heads(k, groups), repeat_kv_heads(v, groups)  # 2 × (B, H, N_k, D_H)
         n_q, n_k = q.shape[2], k.shape[2]
         if self.window is not None:  # query at p sees keys p - window + 1 … p (causal itself)
             behind = q_pos[:, None] - k_pos[None, :]  # (N_q, N_k)
@@ -253,14 +286,8 @@ class MultiHeadAttention(nn.Module):
         if self.position == "alibi":
             bias = relative_alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, N_q, N_k)
         dropout_p = self.dropout if self.training else 0.0
-        if fused:  # steps 2 + 3 in one kernel; the (N_q × N_k) weights are never stored
-            if bias is not None:  # ALiBi: a float mask, the bias with -inf where blocked
-                mask = bias if mask is None else bias + to_additive(mask, bias.dtype)  # (..., H, N_q, N_k)
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                   is_causal=is_causal)  # (B, H, N_q, D_H)
-            weights = None
-        else:  # step 2: QK similarity (+ ALiBi's bias), softmax; step 3: V weighting
-            heads, weights = _attention_with_weights(q, k, v, mask, dropout_p, bias)  # (B, H, N_q, D_H), (B, H, N_q, N_k)
+        # steps 2 + 3 (GQA: each key/value head, read in place, serves H / H_kv query heads)
+        heads, weights = _attend(q, k, v, mask, bias, dropout_p, is_causal, fused)  # (B, H, N_q, D_H), weights or None
         return self.out_proj(self.merge_heads(heads)), weights  # step 4: (B, N_q, D), weights or None
 
     def _project(self, query, key, value, cache: dict | None, self_attention: bool):
@@ -274,7 +301,7 @@ class MultiHeadAttention(nn.Module):
             return self.split_heads(q), cache["k"], cache["v"], None, None  # (B, H, N_q, D_H), cached
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, N, D_H), 2 × (B, H_kv, N, D_H)
         n = query.shape[1]
-        start = 0 if cache is None else cache.get("position", cache["k"].shape[2] if "k" in cache else 0)
+        start = cache_position(cache)
         q_pos = None  # the positions of the new tokens, for RoPE, ALiBi and the window (self-attention)
         if self.position is not None or self.window is not None:
             q_pos = torch.arange(start, start + n, device=query.device)  # (N_q,)
@@ -282,18 +309,8 @@ class MultiHeadAttention(nn.Module):
             q, k = (self._rope(t, start, self.rope_base, self.rope_scale) for t in (q, k))
         if cache is None:
             return q, k, v, q_pos, q_pos
-        if "k_buffer" in cache:  # preallocated (GPT.generate): the new K, V written in place, no copy
-            held = cache["k"].shape[2] if "k" in cache else 0
-            cache["k_buffer"].narrow(2, held, n).copy_(k), cache["v_buffer"].narrow(2, held, n).copy_(v)
-            k, v = cache["k_buffer"].narrow(2, 0, held + n), cache["v_buffer"].narrow(2, 0, held + n)  # (B, H_kv, t, D_H)
-        elif self_attention and "k" in cache:
-            k = torch.cat([cache["k"], k], dim=2)  # (B, H_kv, t, D_H): earlier tokens, then the new ones
-            v = torch.cat([cache["v"], v], dim=2)
+        k, v = append_to_cache(cache, k, v, self_attention, self.window)  # 2 × (B, H_kv, t, D_H): cached + new
         k_pos = None if q_pos is None else torch.arange(start + n - k.shape[2], start + n, device=query.device)
-        keep = k.shape[2] if self.window is None else min(self.window, k.shape[2])
-        cache["k"], cache["v"] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]  # the rolling cache
-        if self_attention:
-            cache["position"] = start + n
         return q, k, v, q_pos, k_pos
 
     def load_from_torch(self, torch_mha: nn.MultiheadAttention) -> MultiHeadAttention:

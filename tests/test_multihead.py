@@ -486,3 +486,91 @@ def test_rope_reads_a_float32_table_built_once_and_matches_apply_rope():
     q = mha.split_heads(mha.project_qkv(x, None, None)[0])  # (B, H, N, D_H)
     positions = torch.arange(3, 12)
     torch.testing.assert_close(mha._rope(q, 3, mha.rope_base), apply_rope(q, positions))
+
+
+def _expanded_twin(gqa):
+    """A full multi-head module (H key/value heads) whose key/value head h is a copy of the
+    GQA module's head h // G: what repeat_kv_heads computes, built into the weights."""
+    H, h_kv, d_h, D = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim, gqa.d_model
+    twin = MultiHeadAttention(D, H, fused=gqa.fused, position=gqa.position, window=gqa.window).double()
+
+    def expand(t):  # (D + 2 H_kv D_H, ...) -> (D + 2 H D_H, ...)
+        q, k, v = t.split([D, h_kv * d_h, h_kv * d_h])
+        kv = [x.unflatten(0, (h_kv, d_h)).repeat_interleave(H // h_kv, 0).flatten(0, 1) for x in (k, v)]
+        return torch.cat([q, *kv])
+
+    with torch.no_grad():
+        twin.in_proj.weight.copy_(expand(gqa.in_proj.weight))
+        twin.in_proj.bias.copy_(expand(gqa.in_proj.bias))
+        twin.out_proj.load_state_dict(gqa.out_proj.state_dict())
+    return twin
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("kv_heads", [1, 2])
+@pytest.mark.parametrize("position, window", [(None, None), ("rope", None), ("alibi", None), ("rope", 3)])
+@pytest.mark.parametrize("masking", ["none", "mask2d", "mask4d", "causal", "causal+mask", "cached"])
+def test_gqa_reads_in_place_what_the_expanded_heads_compute(fused, kv_heads, position, window, masking):
+    """GQA without copies equals the full module with each key/value head repeated for its
+    group: outputs, weights and gradients (those of a shared key/value head summed over its group)."""
+    torch.manual_seed(0)
+    gqa = MultiHeadAttention(32, 8, num_kv_heads=kv_heads, fused=fused, position=position, window=window).double()
+    twin = _expanded_twin(gqa)
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    kwargs = {"none": {}, "mask2d": {"mask": torch.rand(7, 7) > 0.3}, "mask4d": {"mask": torch.rand(2, 1, 1, 7) > 0.3},
+              "causal": {"causal": True}, "causal+mask": {"causal": True, "mask": torch.rand(2, 1, 7, 7) > 0.2},
+              "cached": {"causal": True}}[masking]
+    results = []
+    for m in (gqa, twin):
+        if masking == "cached":  # a prompt of 4, then three steps of one token
+            cache = {}
+            outs = [m(x[:, :4], cache=cache, **kwargs)[0]]
+            outs += [m(x[:, t:t + 1], cache=cache, need_weights=not fused, **kwargs)[0] for t in range(4, 7)]
+            out, weights = torch.cat(outs, dim=1), None
+        else:
+            out, weights = m(x, need_weights=not fused, **kwargs)
+        out.pow(2).sum().backward()
+        results.append((out, weights, m.in_proj.weight.grad, m.out_proj.weight.grad))
+    (out, weights, g_in, g_out), (t_out, t_weights, t_in, t_g_out) = results
+    torch.testing.assert_close(out, t_out)
+    if weights is not None:
+        torch.testing.assert_close(weights, t_weights)
+    torch.testing.assert_close(g_out, t_g_out)
+    D, d_h = 32, 4
+    torch.testing.assert_close(g_in[:D], t_in[:D])  # W^Q
+    for part in (slice(D, D + 8 * d_h), slice(D + 8 * d_h, None)):  # W^K, W^V: each group's copies summed
+        summed = t_in[part].unflatten(0, (kv_heads, 8 // kv_heads, d_h)).sum(1).flatten(0, 1)
+        torch.testing.assert_close(g_in[D:D + kv_heads * d_h] if part.start == D else g_in[D + kv_heads * d_h:], summed)
+
+
+class _LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the largest number of elements of any tensor an operation returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_a_cached_gqa_step_makes_no_expanded_copy_of_the_cache(fused, kv_heads):
+    """Decoding one token against M cached ones: no operation returns a tensor of the size of
+    the keys expanded to H heads, B·H·M·D_H (repeat_kv_heads' copy)."""
+    B, H, M, d_h = 1, 8, 256, 16
+    mha = MultiHeadAttention(H * d_h, H, num_kv_heads=kv_heads, fused=fused, position="rope").eval()
+    x = torch.randn(B, M + 1, H * d_h)
+    cache = {"k_buffer": torch.zeros(B, kv_heads, M + 1, d_h), "v_buffer": torch.zeros(B, kv_heads, M + 1, d_h)}
+    with torch.no_grad():
+        mha(x[:, :M], cache=cache, causal=True)
+        with _LargestTensor() as seen:
+            mha(x[:, M:], cache=cache, causal=True, need_weights=not fused)
+    assert cache["k"].shape == (B, kv_heads, M + 1, d_h)
+    assert seen.largest < B * H * (M + 1) * d_h, seen.largest
+    assert seen.largest >= B * kv_heads * (M + 1) * d_h  # the cache itself (a view of the buffer) is seen
