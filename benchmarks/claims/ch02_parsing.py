@@ -25,11 +25,13 @@ CELLS = [
     "def seq2seq_loss(",
     "from companion.data import make_expressions",
     "parse_hist = train(",
+    "longer = make_expressions(",
 ]
 CLAIMS = [
     ("parse_exact", 0.85, ">", "parsing: held-out exact"),
     ("longest_behind", 0, ">", "parsing: all - the longest expressions, exact"),
-    ("shortest_ahead", 0, ">", "parsing: the shortest - the longest held-out expressions, exact"),
+    ("shortest_ahead", 0, ">", "parsing: the shortest - the longest held-out expressions, exact (printed, not asserted)"),
+    ("longer_exact", 0.5, "<", "parsing: longer than any seen, exact"),
 ]
 
 
@@ -41,6 +43,7 @@ def measure(seed: int) -> dict:
         parse_exact=ns["parse_exact"],
         longest_behind=ns["parse_exact"] - by_ops[top],
         shortest_ahead=by_ops[min(by_ops)] - by_ops[top],
+        longer_exact=ns["longer_exact"],
         by_ops=[by_ops[k] for k in sorted(by_ops)],
     )
 
@@ -53,8 +56,10 @@ exact match below the asserted 0.85 on seeds 33 (0.849) and 35 (0.790): a thresh
 the 14 seeds swept before. The longest-against-average claim held on all 40 but with a 2nd
 percentile of +0.008 (worst +0.0027), the average partly being the longest expressions
 themselves. So the experiment was widened, not the claim weakened: the parser trains 450
-steps (seeds 33 and 35 then reach 0.97 and 0.99), and the chapter compares the longest
-expressions with the shortest ones, paired on one model. The table above is for 450 steps.
+steps (seeds 33 and 35 then reach 0.97 and 0.99). Trained that long, some seeds parse every
+held-out expression right (seed 1: 1.0 for 2, 3 and 4 operators), so no order between the sizes
+holds for every seed: the chapter prints the rate for each number of operators and asserts only
+the overall rate and the failure on longer expressions. The table above is for 450 steps.
 """
 
 if __name__ == "__main__":
