@@ -197,25 +197,78 @@ def _returns_a_value(node: ast.AST) -> bool:
 
 
 def imported_names(sources) -> set[str]:
-    """``companion.x.y`` for every ``from companion.x import y`` and ``import companion.x`` of ``sources``."""
+    """``companion.x.y`` for every ``from companion.x import y`` and ``import companion.x`` of
+    ``sources``, and ``companion.x.y.z`` for every ``m.y.z`` they write where ``m`` is a name such an
+    import binds (``from companion.distributed import ring``, then ``ring.ring_step(...)``)."""
     found = set()
     for source in sources:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        bound = {}  # a name the source binds -> the companion name it stands for
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion") and not node.level:
-                found |= {f"{node.module}.{a.name}" for a in node.names}
+                for a in node.names:
+                    found.add(f"{node.module}.{a.name}")
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.startswith("companion")}
+                for a in node.names:
+                    if a.name.startswith("companion"):
+                        found.add(a.name)
+                        bound[a.asname or "companion"] = a.name if a.asname else "companion"
+        for node in ast.walk(tree):
+            chain = []
+            while isinstance(node, ast.Attribute):
+                chain.insert(0, node.attr)
+                node = node.value
+            if chain and isinstance(node, ast.Name) and node.id in bound:
+                found |= {".".join([bound[node.id], *chain[:i]]) for i in range(1, len(chain) + 1)}
     return found
 
 
-def protected_set(index: Index, setup_sources, stubbed) -> set[str]:
-    """What the exercise's own setup and context cells import, and everything that reaches
-    without passing through a stubbed definition: it must keep working."""
+def import_time_roots(index: Index) -> set[str]:
+    """The companion definitions that run when the companion is imported: those that module-level
+    code and class bodies call, decorators, the bases of classes (``COREF_VOCAB = Vocab(_words())``,
+    ``@cached_dataset``). They keep their bodies, or no exercise could import the package."""
+    roots = set()
+
+    def add(expr, module):
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            key = index._expr_key(expr, module)
+            if key in index.defs:
+                roots.add(key)
+
+    for name, (_path, tree) in index.modules.items():
+        todo = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, DEF):
+                for expr in node.decorator_list:  # called with the function
+                    add(expr.func if isinstance(expr, ast.Call) else expr, name)
+                exprs = list(node.decorator_list)
+                if isinstance(node, ast.ClassDef):
+                    for base in node.bases:
+                        add(base, name)
+                    exprs += node.bases
+                    todo += node.body
+                else:
+                    exprs += [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            else:
+                exprs = [node]
+            for expr in exprs:
+                for sub in ast.walk(expr):
+                    if isinstance(sub, ast.Call):
+                        add(sub.func, name)
+    return roots
+
+
+def protected_set(index: Index, setup_sources, stubbed, roots=()) -> set[str]:
+    """What the exercise's own setup and context cells import (and ``roots``), and everything
+    that reaches without passing through a stubbed definition: it keeps its body. A class
+    that is kept keeps every method that is not stubbed."""
     todo = [k for k in (index.resolve(n) for n in imported_names(setup_sources)) if k in index.defs]
+    todo += list(roots)
     seen: set[str] = set()
     while todo:
         key = todo.pop()
@@ -223,8 +276,10 @@ def protected_set(index: Index, setup_sources, stubbed) -> set[str]:
             continue
         seen.add(key)
         todo += index.defs[key].refs
-        if isinstance(index.defs[key].node, ast.ClassDef):  # its public methods (dunders included)
-            todo += [k for k, m in index.defs.items() if m.cls == key and not m.private]
+        if isinstance(index.defs[key].node, ast.ClassDef):  # its methods (dunders included)
+            todo += [k for k, m in index.defs.items() if m.cls == key]
+        if index.defs[key].cls is not None:  # a method keeps its class (``self.x`` goes through it)
+            todo.append(index.defs[key].cls)
     return seen
 
 
@@ -257,15 +312,15 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
         if d.cls is None and not d.private and d.qualname in wanted and key not in why:
             why[key] = f"the exercise asks for {d.qualname}"
     named = set(why)
-    keep = protected_set(index, setup_sources, named)
-    for key in sorted(named):  # red team round 4, H3 and M2: private siblings, by place, not by reach
+    tool_kit = protected_set(index, setup_sources, named)
+    for key in sorted(named):  # red team rounds 4 and 5: private siblings, by place, not by reach
         d = index.defs[key]
         for other, o in index.defs.items():
             if other in why or not o.private or not _returns_a_value(o.node):
                 continue
             if d.cls is not None and o.cls == d.cls:  # a private method of a named method's class
                 why[other] = f"a private method of the class of {key}"
-            elif d.cls is None and o.cls is None and o.module == d.module and other not in keep:
+            elif d.cls is None and o.cls is None and o.module == d.module:  # even where the tool kit needs it
                 why[other] = f"a private function of the module of {key}"
     grew = True
     while grew:
@@ -277,9 +332,15 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
                 more |= {k for k, m in index.defs.items() if m.cls == key}
             for ref in sorted(more - set(why)):
                 r = index.defs[ref]
-                if r.cls == key or (r.private and _returns_a_value(r.node) and ref not in keep):
+                if r.cls == key or (r.private and _returns_a_value(r.node) and ref not in tool_kit):
                     why[ref] = f"a helper of {key}"
                     grew = True
+    # red team round 5: the allow-list. Only what the setup and context cells import, and what
+    # that reaches, keeps its body; everything else of the companion is stubbed.
+    keep = protected_set(index, setup_sources, why, import_time_roots(index))
+    for key, d in index.defs.items():
+        if key not in keep and key not in why:
+            why[key] = "not imported by the exercise's setup or context cells"
     return why
 
 
