@@ -111,8 +111,8 @@ FLEX_FUNCTIONS = ("torch.nn.attention.flex_attention.flex_attention",
 
 # Other implementations of a refused capability: where not_allowed names the function (key),
 # these torch functions and classes are refused too, by every name torch gives them
-# (:func:`refuse_everywhere`), and every overload of these aten ops at every key of
-# :data:`KERNEL_KEYS` where it has a kernel (:func:`op_kernels`). ``torch._refs`` and
+# (:func:`refuse_everywhere`), and every overload of these aten ops at every dispatch key
+# where it has a kernel (:func:`op_kernels`, :func:`kernel_keys`: NestedTensorCPU included). ``torch._refs`` and
 # ``torch._decomp`` run primitive ops, so only their entry points, by name, can be refused.
 _MHA = ("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
         "torch.ao.nn.quantizable.MultiheadAttention", "torch.ao.nn.quantizable.modules.activation.MultiheadAttention")

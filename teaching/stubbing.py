@@ -1,37 +1,51 @@
-"""The companion as one exercise sees it: no implementation of what the exercise asks.
+"""The companion as one exercise sees it: its tool kit, and no implementation of what it asks.
 
 A name list alone cannot hold: a forbidden function's private helpers keep their bodies, and
-other functions compute the same. So the rule is structural. For one exercise the stubbed set
-is the closure of:
+other functions compute the same (red team round 5: chapter 10's ``sampling.entropy`` answered
+chapter 2's entropy exercise). So the rule is an allow-list. An answer may use torch and what
+the exercise's setup and context cells import (:func:`exercise_rule`: the chapter's setup cell
+and the context cells up to this exercise, not those of later exercises). For one exercise:
+
+* the *tool kit* keeps its bodies: what those cells import (``from companion.x import y``, and
+  ``m.y`` where they import a module ``m``), what that reaches (the definitions a kept body
+  names, by name, ``module.name``, ``self.name``, ``cls.name`` or ``Class.name``; every method
+  of a kept class; the class of a kept method), and what runs when the companion is imported
+  (:func:`import_time_roots`: module-level calls, decorators, base classes), transitively
+  (:func:`protected_set`), except what the stubbed set below holds;
+* every other companion function, method and class body is stubbed, with the reason "not
+  imported by the exercise's setup or context cells" in ``STUBBED.txt``.
+
+The stubbed set, taken out of the tool kit, is the closure of:
 
 1. the companion functions, methods and classes its ``grading.not_allowed`` names;
 2. its *namesakes*: every companion definition whose name is one the answer must define (the
    exercise asks for ``attention_entropy``: ``companion.heads.attention_entropy`` goes);
 3. the *private helpers* of anything already stubbed: every definition whose own name (or its
    class's) starts with ``_``, that returns a value (a check that only raises computes
-   nothing), and that a stubbed body refers to (by name, ``module.name``, ``self.name``,
-   ``cls.name`` or ``Class.name``), transitively; and every method of a stubbed class. A
-   private helper is kept when what the exercise's own setup and context cells import needs
-   it (:func:`protected_set`: the public tool kit keeps working, ``tile_update`` and its
-   ``_finite`` in the tiled exercise);
+   nothing), and that a stubbed body refers to, transitively; and every method of a stubbed
+   class. A private helper that the tool kit needs (reached without passing through 1 or 2)
+   is kept: ``tile_update`` and its ``_finite`` in the tiled exercise;
 4. the *private siblings* of what 1 and 2 name, by place, not by reach: every private method
-   (that returns a value) of a named method's class, even one the setup's tool kit reaches
-   (``GPT._hidden`` where ``GPT.forward`` is named: the public ``generate`` and ``step`` then
-   raise too); and every private function (that returns a value) of a named function's
-   module, unless the tool kit needs it (``_rope_table`` where ``sinusoidal_encoding`` is).
+   (that returns a value) of a named method's class (``GPT._hidden`` where ``GPT.forward`` is
+   named: the public ``generate`` and ``step`` then raise too); and every private function
+   (that returns a value) of a named function's module, even one the tool kit needs
+   (``_top_k`` where ``top_k_filter`` is named: ``GPT.generate`` then raises in that exercise).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
 and subclasses still work) and every method it defines is stubbed. Anything that reaches a
 removed body, a public caller included (``MultiHeadAttention.forward`` through
-``_attention_with_weights``), then raises too. Public helpers that are not named (``causal_mask``
-in a tiled-attention exercise) keep their bodies: they are the course's tool kit.
+``_attention_with_weights``), then raises too. The checks do not run here: they run in the
+grader's own process with the real companion (:mod:`teaching.grader`), so a check's reference
+(``sinusoidal_encoding`` in chapter 6's last exercise) is whole there and stubbed here.
 
-Known limits: a public companion function that computes the same as a forbidden one, under
-another name and without a private helper the rule removes, is not found; the exercise's
-``not_allowed`` must name it (``companion.flash.online_softmax`` in chapter 4's softmax
-exercise). A public function the setup cell imports stays whole, with its helpers, unless the
-list names it (``MultiHeadAttention.forward`` in chapter 5's one-head exercise).
+Known limits: a tool kit function the setup cell imports keeps its body unless the list names
+it. Where it computes what an exercise asks, the list must name it, and the statement says so
+(``tile_update`` in chapter 12's merge exercise, ``sinusoidal_encoding`` in chapter 6's
+similarity exercise); one not found yet is usable. Within the tool kit, a private definition
+goes only by place (4) or reach (3). Methods reached only through an object the code is handed
+(not ``self``, not a class it names) are not seen by the reach; they are kept where their class
+is imported.
 """
 
 from __future__ import annotations
