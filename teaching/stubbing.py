@@ -12,8 +12,9 @@ and the context cells up to this exercise, not those of later exercises). For on
   of a kept class; the class of a kept method), and what runs when the companion is imported
   (:func:`import_time_roots`: module-level calls, decorators, base classes), transitively
   (:func:`protected_set`), except what the stubbed set below holds;
-* every other companion function, method and class body is stubbed, with the reason "not
-  imported by the exercise's setup or context cells" in ``STUBBED.txt``.
+* every other companion function, method and class body that returns a value is stubbed, with
+  the reason "not imported by the exercise's setup or context cells" in ``STUBBED.txt`` (a
+  check that only raises computes nothing: it stays, so the tool kit's checks still run).
 
 The stubbed set, taken out of the tool kit, is the closure of:
 
@@ -327,14 +328,21 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
             why[key] = f"the exercise asks for {d.qualname}"
     named = set(why)
     tool_kit = protected_set(index, setup_sources, named)
+    imported = {index.resolve(n) for n in imported_names(setup_sources)}
     for key in sorted(named):  # red team rounds 4 and 5: private siblings, by place, not by reach
         d = index.defs[key]
+        # the module's own tool kit: what the public functions of the named function's module that
+        # the setup imports by name need (``tile_update``'s ``_finite``), not what another
+        # module's class reaches in for (``GPT.generate`` through ``sampling._top_k``)
+        own_kit = protected_set(index, (), named, [k for k in imported if k in index.defs and k not in named
+                                                   and index.defs[k].module == d.module
+                                                   and index.defs[k].cls is None and not index.defs[k].private])
         for other, o in index.defs.items():
             if other in why or not o.private or not _returns_a_value(o.node):
                 continue
             if d.cls is not None and o.cls == d.cls:  # a private method of a named method's class
                 why[other] = f"a private method of the class of {key}"
-            elif d.cls is None and o.cls is None and o.module == d.module:  # even where the tool kit needs it
+            elif d.cls is None and o.cls is None and o.module == d.module and other not in own_kit:
                 why[other] = f"a private function of the module of {key}"
     grew = True
     while grew:
@@ -352,8 +360,8 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
     # red team round 5: the allow-list. Only what the setup and context cells import, and what
     # that reaches, keeps its body; everything else of the companion is stubbed.
     keep = protected_set(index, setup_sources, why, import_time_roots(index))
-    for key, d in index.defs.items():
-        if key not in keep and key not in why:
+    for key, d in index.defs.items():  # a check that only raises computes nothing: it stays
+        if key not in keep and key not in why and _returns_a_value(d.node):
             why[key] = "not imported by the exercise's setup or context cells"
     return why
 
