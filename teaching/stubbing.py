@@ -29,8 +29,10 @@ The stubbed set, taken out of the tool kit, is the closure of:
 4. the *private siblings* of what 1 and 2 name, by place, not by reach: every private method
    (that returns a value) of a named method's class (``GPT._hidden`` where ``GPT.forward`` is
    named: the public ``generate`` and ``step`` then raise too); and every private function
-   (that returns a value) of a named function's module, even one the tool kit needs
-   (``_top_k`` where ``top_k_filter`` is named: ``GPT.generate`` then raises in that exercise).
+   (that returns a value) of a named function's module, even one the tool kit reaches, unless
+   a public function of that same module that the setup imports by name needs it (``_top_k``
+   where ``top_k_filter`` is named goes, though ``GPT.generate`` reaches it and then raises in
+   that exercise; ``_finite`` stays where ``tiled_attention`` is named: ``tile_update`` needs it).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
