@@ -70,7 +70,8 @@ def short_error(err: BaseException) -> str:
 # The kernels behind a torch function: refused at the dispatcher, so that no other name of the
 # same capability answers the exercise (torch._C._nn.scaled_dot_product_attention,
 # torch.ops.aten._native_multi_head_attention, a reloaded or re-executed torch.nn.functional).
-# (op, dispatch key): a composite op is refused where it decomposes, the others on the CPU.
+# (op, dispatch key): the op is refused at every dispatch key where it has a kernel (:func:`kernel_keys`:
+# NestedTensorCPU too); the key written here is where the op's own computation is.
 KERNELS = {
     "torch._native_multi_head_attention": (("_native_multi_head_attention", "CPU"),),
     "torch.nn.functional.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
@@ -84,6 +85,21 @@ KERNELS = {
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 OP_FAMILIES = {SDPA: ("scaled_dot_product_attention", "_scaled_dot_product_")}  # (the op, the prefix)
 KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "MPS", "XPU")
+
+
+def kernel_keys(torch, full: str) -> list[str]:
+    """Every dispatch key (every member of ``torch._C.DispatchKey``) at which the op ``full``
+    (``aten::native_layer_norm.default``) has a kernel: not only :data:`KERNEL_KEYS` but
+    NestedTensorCPU, Autograd, Meta, the autocast keys and whatever a later torch adds (red team
+    round 5, M2 and M3: a nested tensor's kernel computed layer norm and fused attention)."""
+    found = []
+    for key in torch._C.DispatchKey.__members__:
+        try:
+            if torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
+                found.append(key)
+        except RuntimeError:  # a marker, not a key (StartOfDenseBackends) or no such key on this build
+            continue
+    return found
 # FlexAttention computes the same attention, with any mask, score change and grouped heads:
 # refused (its higher-order ops and its Python entry points) wherever a rule names SDPA, with
 # an argument or without (no argument of its own says what it does).
@@ -95,8 +111,8 @@ FLEX_FUNCTIONS = ("torch.nn.attention.flex_attention.flex_attention",
 
 # Other implementations of a refused capability: where not_allowed names the function (key),
 # these torch functions and classes are refused too, by every name torch gives them
-# (:func:`refuse_everywhere`), and every overload of these aten ops at every key of
-# :data:`KERNEL_KEYS` where it has a kernel (:func:`op_kernels`). ``torch._refs`` and
+# (:func:`refuse_everywhere`), and every overload of these aten ops at every dispatch key
+# where it has a kernel (:func:`op_kernels`, :func:`kernel_keys`: NestedTensorCPU included). ``torch._refs`` and
 # ``torch._decomp`` run primitive ops, so only their entry points, by name, can be refused.
 _MHA = ("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
         "torch.ao.nn.quantizable.MultiheadAttention", "torch.ao.nn.quantizable.modules.activation.MultiheadAttention")
@@ -146,12 +162,12 @@ def capability_names(names) -> list[str]:
 
 def op_kernels(torch, bases) -> list[tuple[str, str]]:
     """(op with its overload, dispatch key) for every overload of the aten ops ``bases`` (names
-    without an overload) and every key of :data:`KERNEL_KEYS` where it has a kernel."""
+    without an overload) and every dispatch key where it has a kernel (:func:`kernel_keys`)."""
     found = []
     for full in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, op = full.partition("::")
         if namespace == "aten" and op.partition(".")[0] in bases:
-            found += [(op, key) for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(full, key)]
+            found += [(op, key) for key in kernel_keys(torch, full)]
     return found
 
 
@@ -166,13 +182,13 @@ def family_of(name: str) -> str | None:
 
 def family_kernels(torch, dotted: str) -> list[tuple[str, str]]:
     """(op with its overload, dispatch key) for every op of ``dotted``'s family and every key
-    of :data:`KERNEL_KEYS` where it has a kernel."""
+    where it has a kernel (:func:`kernel_keys`)."""
     found = []
     for full in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, op = full.partition("::")
         if namespace != "aten" or family_of(op.partition(".")[0]) != dotted:
             continue
-        found += [(op, key) for key in KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(full, key)]
+        found += [(op, key) for key in kernel_keys(torch, full)]
     return found
 
 
@@ -221,7 +237,7 @@ def refuse_flex_attention(torch) -> None:
 def refuse_namesakes(torch, answer_names) -> list:
     """Torch's namesakes of what the answer must define, as the companion's are stubbed: every
     aten op whose name, without its leading underscores, is one of ``answer_names`` is refused
-    at every dispatch key of :data:`KERNEL_KEYS` where it has a kernel (chapter 4 asks for
+    at every dispatch key where it has a kernel (chapter 4 asks for
     ``masked_softmax``: ``aten._masked_softmax`` goes). Returns the library that holds them."""
     import warnings  # noqa: PLC0415
 
@@ -231,9 +247,7 @@ def refuse_namesakes(torch, answer_names) -> list:
         namespace, _, op = full.partition("::")
         if namespace != "aten" or op.partition(".")[0].lstrip("_") not in wanted:
             continue
-        for key in KERNEL_KEYS:
-            if not torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
-                continue
+        for key in kernel_keys(torch, full):
             if lib is None:
                 lib = torch.library.Library("aten", "IMPL")
 
@@ -263,7 +277,7 @@ def refuse_kernels(torch, names) -> list:
             refuse_flex_attention(torch)
         if "(" in dotted:
             continue
-        pairs = [*KERNELS.get(dotted, ())]
+        pairs = op_kernels(torch, {op for op, _ in KERNELS.get(dotted, ())})  # at every key it has a kernel
         if dotted in OP_FAMILIES:
             pairs += family_kernels(torch, dotted)
         if dotted in CAPABILITIES:

@@ -1,37 +1,54 @@
-"""The companion as one exercise sees it: no implementation of what the exercise asks.
+"""The companion as one exercise sees it: its tool kit, and no implementation of what it asks.
 
 A name list alone cannot hold: a forbidden function's private helpers keep their bodies, and
-other functions compute the same. So the rule is structural. For one exercise the stubbed set
-is the closure of:
+other functions compute the same (red team round 5: chapter 10's ``sampling.entropy`` answered
+chapter 2's entropy exercise). So the rule is an allow-list. An answer may use torch and what
+the exercise's setup and context cells import (:func:`exercise_rule`: the chapter's setup cell
+and the context cells up to this exercise, not those of later exercises). For one exercise:
+
+* the *tool kit* keeps its bodies: what those cells import (``from companion.x import y``, and
+  ``m.y`` where they import a module ``m``), what that reaches (the definitions a kept body
+  names, by name, ``module.name``, ``self.name``, ``cls.name`` or ``Class.name``; every method
+  of a kept class; the class of a kept method), and what runs when the companion is imported
+  (:func:`import_time_roots`: module-level calls, decorators, base classes), transitively
+  (:func:`protected_set`), except what the stubbed set below holds;
+* every other companion function, method and class body that returns a value is stubbed, with
+  the reason "not imported by the exercise's setup or context cells" in ``STUBBED.txt`` (a
+  check that only raises computes nothing: it stays, so the tool kit's checks still run).
+
+The stubbed set, taken out of the tool kit, is the closure of:
 
 1. the companion functions, methods and classes its ``grading.not_allowed`` names;
 2. its *namesakes*: every companion definition whose name is one the answer must define (the
    exercise asks for ``attention_entropy``: ``companion.heads.attention_entropy`` goes);
 3. the *private helpers* of anything already stubbed: every definition whose own name (or its
    class's) starts with ``_``, that returns a value (a check that only raises computes
-   nothing), and that a stubbed body refers to (by name, ``module.name``, ``self.name``,
-   ``cls.name`` or ``Class.name``), transitively; and every method of a stubbed class. A
-   private helper is kept when what the exercise's own setup and context cells import needs
-   it (:func:`protected_set`: the public tool kit keeps working, ``tile_update`` and its
-   ``_finite`` in the tiled exercise);
+   nothing), and that a stubbed body refers to, transitively; and every method of a stubbed
+   class. A private helper that the tool kit needs (reached without passing through 1 or 2)
+   is kept: ``tile_update`` and its ``_finite`` in the tiled exercise;
 4. the *private siblings* of what 1 and 2 name, by place, not by reach: every private method
-   (that returns a value) of a named method's class, even one the setup's tool kit reaches
-   (``GPT._hidden`` where ``GPT.forward`` is named: the public ``generate`` and ``step`` then
-   raise too); and every private function (that returns a value) of a named function's
-   module, unless the tool kit needs it (``_rope_table`` where ``sinusoidal_encoding`` is).
+   (that returns a value) of a named method's class (``GPT._hidden`` where ``GPT.forward`` is
+   named: the public ``generate`` and ``step`` then raise too); and every private function
+   (that returns a value) of a named function's module, even one the tool kit reaches, unless
+   a public function of that same module that the setup imports by name needs it (``_top_k``
+   where ``top_k_filter`` is named goes, though ``GPT.generate`` reaches it and then raises in
+   that exercise; ``_finite`` stays where ``tiled_attention`` is named: ``tile_update`` needs it).
 
 Each stubbed function keeps its signature and loses its body, which becomes a ``raise``
 (:func:`not_allowed_stub`); a stubbed class keeps its name and bases (imports, ``isinstance``
 and subclasses still work) and every method it defines is stubbed. Anything that reaches a
 removed body, a public caller included (``MultiHeadAttention.forward`` through
-``_attention_with_weights``), then raises too. Public helpers that are not named (``causal_mask``
-in a tiled-attention exercise) keep their bodies: they are the course's tool kit.
+``_attention_with_weights``), then raises too. The checks do not run here: they run in the
+grader's own process with the real companion (:mod:`teaching.grader`), so a check's reference
+(``sinusoidal_encoding`` in chapter 6's last exercise) is whole there and stubbed here.
 
-Known limits: a public companion function that computes the same as a forbidden one, under
-another name and without a private helper the rule removes, is not found; the exercise's
-``not_allowed`` must name it (``companion.flash.online_softmax`` in chapter 4's softmax
-exercise). A public function the setup cell imports stays whole, with its helpers, unless the
-list names it (``MultiHeadAttention.forward`` in chapter 5's one-head exercise).
+Known limits: a tool kit function the setup cell imports keeps its body unless the list names
+it. Where it computes what an exercise asks, the list must name it, and the statement says so
+(``tile_update`` in chapter 12's merge exercise, ``sinusoidal_encoding`` in chapter 6's
+similarity exercise); one not found yet is usable. Within the tool kit, a private definition
+goes only by place (4) or reach (3). Methods reached only through an object the code is handed
+(not ``self``, not a class it names) are not seen by the reach; they are kept where their class
+is imported.
 """
 
 from __future__ import annotations
@@ -197,25 +214,78 @@ def _returns_a_value(node: ast.AST) -> bool:
 
 
 def imported_names(sources) -> set[str]:
-    """``companion.x.y`` for every ``from companion.x import y`` and ``import companion.x`` of ``sources``."""
+    """``companion.x.y`` for every ``from companion.x import y`` and ``import companion.x`` of
+    ``sources``, and ``companion.x.y.z`` for every ``m.y.z`` they write where ``m`` is a name such an
+    import binds (``from companion.distributed import ring``, then ``ring.ring_step(...)``)."""
     found = set()
     for source in sources:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        bound = {}  # a name the source binds -> the companion name it stands for
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion") and not node.level:
-                found |= {f"{node.module}.{a.name}" for a in node.names}
+                for a in node.names:
+                    found.add(f"{node.module}.{a.name}")
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.startswith("companion")}
+                for a in node.names:
+                    if a.name.startswith("companion"):
+                        found.add(a.name)
+                        bound[a.asname or "companion"] = a.name if a.asname else "companion"
+        for node in ast.walk(tree):
+            chain = []
+            while isinstance(node, ast.Attribute):
+                chain.insert(0, node.attr)
+                node = node.value
+            if chain and isinstance(node, ast.Name) and node.id in bound:
+                found |= {".".join([bound[node.id], *chain[:i]]) for i in range(1, len(chain) + 1)}
     return found
 
 
-def protected_set(index: Index, setup_sources, stubbed) -> set[str]:
-    """What the exercise's own setup and context cells import, and everything that reaches
-    without passing through a stubbed definition: it must keep working."""
+def import_time_roots(index: Index) -> set[str]:
+    """The companion definitions that run when the companion is imported: those that module-level
+    code and class bodies call, decorators, the bases of classes (``COREF_VOCAB = Vocab(_words())``,
+    ``@cached_dataset``). They keep their bodies, or no exercise could import the package."""
+    roots = set()
+
+    def add(expr, module):
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            key = index._expr_key(expr, module)
+            if key in index.defs:
+                roots.add(key)
+
+    for name, (_path, tree) in index.modules.items():
+        todo = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, DEF):
+                for expr in node.decorator_list:  # called with the function
+                    add(expr.func if isinstance(expr, ast.Call) else expr, name)
+                exprs = list(node.decorator_list)
+                if isinstance(node, ast.ClassDef):
+                    for base in node.bases:
+                        add(base, name)
+                    exprs += node.bases
+                    todo += node.body
+                else:
+                    exprs += [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            else:
+                exprs = [node]
+            for expr in exprs:
+                for sub in ast.walk(expr):
+                    if isinstance(sub, ast.Call):
+                        add(sub.func, name)
+    return roots
+
+
+def protected_set(index: Index, setup_sources, stubbed, roots=()) -> set[str]:
+    """What the exercise's own setup and context cells import (and ``roots``), and everything
+    that reaches without passing through a stubbed definition: it keeps its body. A class
+    that is kept keeps every method that is not stubbed."""
     todo = [k for k in (index.resolve(n) for n in imported_names(setup_sources)) if k in index.defs]
+    todo += list(roots)
     seen: set[str] = set()
     while todo:
         key = todo.pop()
@@ -223,8 +293,10 @@ def protected_set(index: Index, setup_sources, stubbed) -> set[str]:
             continue
         seen.add(key)
         todo += index.defs[key].refs
-        if isinstance(index.defs[key].node, ast.ClassDef):  # its public methods (dunders included)
-            todo += [k for k, m in index.defs.items() if m.cls == key and not m.private]
+        if isinstance(index.defs[key].node, ast.ClassDef):  # its methods (dunders included)
+            todo += [k for k, m in index.defs.items() if m.cls == key]
+        if index.defs[key].cls is not None:  # a method keeps its class (``self.x`` goes through it)
+            todo.append(index.defs[key].cls)
     return seen
 
 
@@ -257,15 +329,22 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
         if d.cls is None and not d.private and d.qualname in wanted and key not in why:
             why[key] = f"the exercise asks for {d.qualname}"
     named = set(why)
-    keep = protected_set(index, setup_sources, named)
-    for key in sorted(named):  # red team round 4, H3 and M2: private siblings, by place, not by reach
+    tool_kit = protected_set(index, setup_sources, named)
+    imported = {index.resolve(n) for n in imported_names(setup_sources)}
+    for key in sorted(named):  # red team rounds 4 and 5: private siblings, by place, not by reach
         d = index.defs[key]
+        # the module's own tool kit: what the public functions of the named function's module that
+        # the setup imports by name need (``tile_update``'s ``_finite``), not what another
+        # module's class reaches in for (``GPT.generate`` through ``sampling._top_k``)
+        own_kit = protected_set(index, (), named, [k for k in imported if k in index.defs and k not in named
+                                                   and index.defs[k].module == d.module
+                                                   and index.defs[k].cls is None and not index.defs[k].private])
         for other, o in index.defs.items():
             if other in why or not o.private or not _returns_a_value(o.node):
                 continue
             if d.cls is not None and o.cls == d.cls:  # a private method of a named method's class
                 why[other] = f"a private method of the class of {key}"
-            elif d.cls is None and o.cls is None and o.module == d.module and other not in keep:
+            elif d.cls is None and o.cls is None and o.module == d.module and other not in own_kit:
                 why[other] = f"a private function of the module of {key}"
     grew = True
     while grew:
@@ -277,9 +356,15 @@ def stubbed_set(index: Index, not_allowed, answer_names=(), setup_sources=()) ->
                 more |= {k for k, m in index.defs.items() if m.cls == key}
             for ref in sorted(more - set(why)):
                 r = index.defs[ref]
-                if r.cls == key or (r.private and _returns_a_value(r.node) and ref not in keep):
+                if r.cls == key or (r.private and _returns_a_value(r.node) and ref not in tool_kit):
                     why[ref] = f"a helper of {key}"
                     grew = True
+    # red team round 5: the allow-list. Only what the setup and context cells import, and what
+    # that reaches, keeps its body; everything else of the companion is stubbed.
+    keep = protected_set(index, setup_sources, why, import_time_roots(index))
+    for key, d in index.defs.items():  # a check that only raises computes nothing: it stays
+        if key not in keep and key not in why and _returns_a_value(d.node):
+            why[key] = "not imported by the exercise's setup or context cells"
     return why
 
 
