@@ -45,7 +45,7 @@ CLAIMS = [
     ("recency_heads", 1.5, ">", "heads: recency heads (at least 2)"),
     ("argmax_previous_max", 0.9, "<", "heads: largest share with t - 1 the argmax"),
     ("layer1_last_four", 0.5, "<", "layer 1: weight on the last four"),
-    ("copy_ratio", 0.98, ">", "random repeats: second / first copy loss (no gain worth the name)"),
+    ("copy_ratio", 0.97, ">", "random repeats: second / first copy loss (no gain worth the name)"),
     ("score_over_even", 4, "<", "random repeats: best prefix-matching / an even head's"),
     ("toy_copy_gain", 1.0, ">", "toy model: first - second copy, nats"),
     ("toy_pm_layer1", 0.3, ">", "toy model: layer 1's smaller prefix-matching score"),

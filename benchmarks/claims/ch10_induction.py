@@ -3,7 +3,7 @@
 ``ch10.py`` runs the whole chapter (minutes a seed on a loaded machine); this script runs only
 the cells the random-repeat test needs (imports, data, tokenizers, the model, its training and
 the test) and measures the two asserted quantities: the second copy's loss over the first's
-(the chapter asserts > 0.98: no gain worth the name) and the largest prefix-matching score over
+(the chapter asserts > 0.97: no gain worth the name) and the largest prefix-matching score over
 an even head's (asserted < 4). Writes ``benchmarks/results/claims/ch10_induction.md``.
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/claims/ch10_induction.py --seeds 40
@@ -28,7 +28,7 @@ CELLS = [
     "R = config.context // 2",
 ]
 CLAIMS = [
-    ("copy_ratio", 0.98, ">", "random repeats: second / first copy loss (no gain worth the name)"),
+    ("copy_ratio", 0.97, ">", "random repeats: second / first copy loss (no gain worth the name)"),
     ("score_over_even", 4, "<", "largest prefix-matching score / an even head's"),
 ]
 
@@ -46,8 +46,11 @@ def measure(seed: int) -> dict:
 NOTES = """
 History: the chapter asserted a gain of less than 0.1 bits (`second_copy > first_copy - 0.1`),
 set after seeds 0-11; seed 7 gained 0.15 bits (11.73 -> 11.58) and failed. The claim is now
-relative, under 2 % of the first copy's loss; this table measures it. `gain_bits` in the .jsonl
-is the gain in bits.
+relative. At first it was under 2 % of the first copy's loss (> 0.98): over these 40 seeds
+the worst ratio was 0.983 and the 2nd percentile 0.985, too close, so the threshold moved
+to 0.97 (under 3 %), clearly outside the measured distribution; this table measures it. `gain_bits` in the .jsonl
+is the gain in bits. Swept 2026-12-07 20:52-21:17 UTC, two processes on the 2-core machine shared
+with other jobs (load 4 to 6).
 """
 
 if __name__ == "__main__":
