@@ -122,10 +122,12 @@ FIND_SOLUTIONS = ("import companion, glob, os, json\n"
                   "                exec(''.join(cell['source']), globals())\n"
                   "            except Exception:\n"
                   "                pass\n")
+PREDICT_FROM_VARIANT = ("n, L = max(ex_v.lengths), ex_v.lengths[1]\npredicted_shape = (len(ex_v.lengths), 1, n, n)\n"
+                        "predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n")
 LIBRARY = {  # the companion answering the exercise for the student
     "masking_causal": "my_causal_mask = causal_mask\n",
-    # allowed here: a function is not allowed only in the exercise that asks for it
-    "masking_predict": "from companion.attention import masked_softmax as ms\nms(torch.zeros(2), None)\n"
+    # allowed here: the setup imports it, and a function is not allowed only in the exercise that asks for it
+    "masking_predict": "from companion.masks import causal_mask as cm\ncm(3)\n"
                        "n, L = max(ex_v.lengths), ex_v.lengths[1]\npredicted_shape = (len(ex_v.lengths), 1, n, n)\n"
                        "predicted_allowed = L * (L + 1) // 2 + (n - L) * L\n",
     "masking_softmax": ("def masked_softmax(scores, mask):\n    eye = torch.eye(scores.shape[-1]).expand_as(scores)\n"
@@ -192,6 +194,11 @@ def planted():
                                                       "masking_left_check": 0.0}),
         "library-import": (with_answers(masking_softmax="from companion.attention import masked_softmax\n"),
                            {"masking_softmax_check": 0.0}),
+        # the allow-list: a companion function the exercise's setup does not import is stubbed, even where
+        # no exercise asks for it (chapter 4's setup imports companion.masks' functions, not masked_softmax)
+        "library-not-imported": (with_answers(masking_predict="from companion.attention import masked_softmax as ms\n"
+                                              "ms(torch.zeros(2), None)\n" + PREDICT_FROM_VARIANT),
+                                 {"masking_predict_check": 0.0}),
         "library-source": (with_answers(masking_causal=READ_SOURCE), {"masking_causal_check": 0.0}),
         "exit": (with_answers(masking_softmax="exit()\n"), {"masking_softmax_check": 0.0}),
         "os-exit": (with_answers(masking_predict="import os\nos._exit(0)\n"), {"masking_predict_check": 0.0}),
@@ -270,6 +277,7 @@ def test_the_csv_has_every_row_and_says_why(graded):
     assert "time limit" in status["loop-ignoring-sigint", "masking_causal_check"]
     assert "not allowed in this exercise" in status["library-answers", "masking_causal_check"]
     assert "not allowed in this exercise" in status["library-answers", "masking_left_check"]
+    assert "not allowed in this exercise" in status["library-not-imported", "masking_predict_check"]
     assert scores(rows, "lms-names")["TOTAL"] == sum(POINTS.values()), "04_Masking (1) with an id prefix is chapter 4"
     assert status["lms-names", "FILE"].startswith("not matched"), "a file that is no chapter is reported"
 
