@@ -44,9 +44,7 @@ def test_normalising_scales_by_the_machine():
 
 # Chapters known to be over budget, each with the measurement that showed it: they fail as
 # xfail (shown in every run's summary) until issue #42 brings them back, then pass as xpass.
-KNOWN_OVER = {
-    "10_language_model": "112 s in a fresh-clone book build at load 2-3 on 2026-12-07 (issue #42)",
-}
+KNOWN_OVER: dict[str, str] = {}  # chapter stem -> why it is over budget (chapter 10 left it: 39.7 s on 2026-12-07)
 
 
 def _chapter_param(path):
