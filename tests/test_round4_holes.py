@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from attack_kit import ATTACKS, NOTEBOOKS, attack, notebook, write_submission
 from conftest import needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,16 +27,6 @@ from teaching.exercises import read_chapter  # noqa: E402
 from teaching.grader import memory_limit  # noqa: E402
 from teaching.stubbing import Index, exercise_rule, stubbed_set  # noqa: E402
 
-ATTACKS = ROOT / "tests" / "attacks"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-
-
-def notebook(chapter: str) -> Path:
-    return next(p for p in NOTEBOOKS if p.name.startswith(chapter + "_"))
-
-
-def attack(path: str) -> dict[str, str]:
-    return runpy.run_path(str(ATTACKS / path))["ANSWERS"]
 
 
 def run_checks(chapter: str, answers: dict[str, str]) -> dict[str, str]:
@@ -243,16 +233,8 @@ def graded_attacks(tmp_path_factory):
     chapter; each student-chapter is graded in its own sandbox either way."""
     subs = tmp_path_factory.mktemp("round4") / "subs"
     for chapter in sorted(GRADED):
-        path = notebook(chapter)
         for student, (file, _) in {**GRADED[chapter], "honest": (None, [])}.items():
-            nb = nbformat.read(path, as_version=4)
-            table = attack(file) if file else {}
-            for cell in nb.cells:
-                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-                if gid in table:
-                    cell.source = table[gid]
-            (subs / student).mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, subs / student / path.name)
+            write_submission(subs, student, chapter, file)
     out = subs.parent / "grades.csv"
     run = subprocess.run([sys.executable, "-m", "teaching.autograde", str(subs), "--out", str(out),
                           "--chapters", *sorted(GRADED), "--jobs", "2"], capture_output=True, text=True,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import csv
 import re
-import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from attack_kit import NOTEBOOKS, notebook, write_submission
 from conftest import needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,16 +23,6 @@ sys.path.insert(0, str(ROOT))
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.stubbing import Index, exercise_rule, imported_names, protected_set, stubbed_set  # noqa: E402
 
-ATTACKS = ROOT / "tests" / "attacks"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-
-
-def notebook(chapter: str) -> Path:
-    return next(p for p in NOTEBOOKS if p.name.startswith(chapter + "_"))
-
-
-def attack(path: str) -> dict[str, str]:
-    return runpy.run_path(str(ATTACKS / path))["ANSWERS"]
 
 
 @pytest.fixture(scope="module")
@@ -192,16 +182,8 @@ GRADED = {  # chapter -> {student: (attack file, the checks it must score 0 on)}
 @pytest.mark.parametrize("chapter", sorted(GRADED))
 def test_the_attacks_score_nothing_when_graded(chapter, tmp_path):
     subs = tmp_path / "subs"
-    path = notebook(chapter)
     for student, (file, _) in {**GRADED[chapter], "honest": (None, [])}.items():
-        nb = nbformat.read(path, as_version=4)
-        table = attack(file) if file else {}
-        for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if gid in table:
-                cell.source = table[gid]
-        (subs / student).mkdir(parents=True)
-        nbformat.write(nb, subs / student / path.name)
+        write_submission(subs, student, chapter, file)
     out = tmp_path / "grades.csv"
     run = subprocess.run([sys.executable, "-m", "teaching.autograde", str(subs), "--out", str(out),
                           "--chapters", chapter, "--jobs", "1"], capture_output=True, text=True,
