@@ -50,9 +50,12 @@ if setup.get("load_onnx"):
     import torch.onnx.ops  # loaded before the refusal (as if something in the template had)
 names = runner.capability_names(setup.get("refused", []))
 originals = [runner.refuse_everywhere(torch, d) for d in names if "(" not in d]
-kept = runner.refuse_kernels(torch, names, [o for o in originals if o is not None])
+try:
+    kept = runner.refuse_kernels(torch, names, [o for o in originals if o is not None])
+except TypeError:  # a runner before round 6 (to watch these tests fail there)
+    kept = runner.refuse_kernels(torch, names)
 kept += runner.refuse_namesakes(torch, setup.get("answers", []))
-if setup.get("onnx"):
+if setup.get("onnx") and hasattr(runner, "refuse_onnx"):  # (before round 6: nothing refuses it)
     kept += runner.refuse_onnx(torch)
 x = torch.randn(6, 8, dtype=torch.double)
 w, b = torch.ones(8, dtype=torch.double), torch.zeros(8, dtype=torch.double)
