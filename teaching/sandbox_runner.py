@@ -22,6 +22,14 @@ answers, never how the answer is judged. After each cell the exercise's process 
 grader gives every cell its own deadline (the parameters and setup cells the start-up
 allowance, every other cell, replayed answers included, the answer's own ``--timeout``).
 
+Before anything of the student's runs, the exercise's process refuses what would answer the
+exercise in torch (:func:`refuse_everywhere`, :func:`refuse_kernels`): the torch functions its
+``not_allowed`` names and their capability's other implementations (layer norm's whole family
+of norms, found by name: :data:`NORM_OPS`), at every dispatch key where their ops have a
+kernel, and torch's Python decompositions of those ops and functions
+(:func:`refuse_decompositions`); the aten namesakes of what the answer defines
+(:func:`refuse_namesakes`); and, in every exercise, ``torch.onnx`` (:func:`refuse_onnx`).
+
 Standard library and torch only: the ``teaching`` package is not visible in the sandbox.
 Frames: 8-byte big-endian length, then the payload (to and from the grader: a tag byte first).
 """
