@@ -255,6 +255,7 @@ def test_the_attacks_score_nothing_when_graded(tmp_path):
     score = {(r["student"], r["cell"]): (float(r["score"]), float(r["max_score"]), r["status"]) for r in rows}
     for student, (_, _, cells) in GRADED.items():
         for cell in cells:
-            assert score[(student, cell)][0] == 0, (student, cell, score[(student, cell)])
+            got = score[(student, cell)]  # refused, not merely absent
+            assert got[0] == 0 and "not allowed" in got[2], (student, cell, got)
     honest = [(r["chapter"], r["score"], r["max_score"]) for r in rows if r["student"] == "honest" and r["cell"] == "TOTAL"]
     assert len(honest) == len(chapters) and all(s == m for _, s, m in honest), honest
