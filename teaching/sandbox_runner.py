@@ -358,6 +358,24 @@ def _torch_dicts(torch) -> list[dict]:
     return found
 
 
+# torch's modules that hold Python decompositions (their tables are built when they are
+# imported): loaded by the template, before any exercise, so that each exercise's refusals find
+# them loaded. Not torch._inductor.decomposition (2.6 s and 100 MB more in every sandbox): its
+# table, loaded later by the student's code, takes its norms from torch._decomp's and
+# torch._refs' entries, which are refusals by then (tests/test_round6_holes.py checks it).
+DECOMPOSITION_MODULES = ("torch._refs", "torch._refs.special", "torch._refs.nn.functional", "torch._decomp",
+                         "torch._decomp.decompositions", "torch._decomp.decompositions_for_jvp",
+                         "torch._decomp.decompositions_for_rng")
+
+
+def load_decompositions() -> None:
+    for module in DECOMPOSITION_MODULES:
+        try:
+            __import__(module)
+        except Exception:  # noqa: BLE001, S112 (moved or missing in another torch)
+            continue
+
+
 def refuse_decompositions(torch, ops, originals=()) -> None:
     """Torch's Python implementations of refused ops and functions refuse too (red team round 6,
     X2 and X3: ``torch._decomp.decomposition_table[aten.native_layer_norm.default]`` held
@@ -367,16 +385,12 @@ def refuse_decompositions(torch, ops, originals=()) -> None:
     overload; or patterns: :func:`named`), and each op's own Python kernels (``py_impl``), are
     replaced by a refusal; then every reference that a torch module's namespace or table holds
     to one of those functions or to ``originals`` (and to what they wrap), compared by identity,
-    is replaced as well (``torch._decomp.decompositions._batch_norm_with_update``).
-    ``core_aten_decompositions()`` builds its table from these, afterwards."""
+    is replaced as well (``torch._decomp.decompositions._batch_norm_with_update``). The modules
+    of :data:`DECOMPOSITION_MODULES` are loaded first; ``core_aten_decompositions()`` and
+    inductor's table build theirs from these, afterwards."""
     from torch._ops import OpOverload, OpOverloadPacket  # noqa: PLC0415
 
-    for module in ("torch._refs", "torch._refs.special", "torch._refs.nn.functional", "torch._decomp",
-                   "torch._decomp.decompositions"):
-        try:  # loaded now: a table the student's code loads later would be built with the originals
-            __import__(module)
-        except Exception:  # noqa: BLE001, S112
-            continue
+    load_decompositions()
     chains: dict[int, object] = {}
 
     def hold(fn) -> None:
@@ -877,6 +891,7 @@ def template() -> None:
         except Exception:  # noqa: BLE001, S110 (the exercise's own import says why)
             pass
     refuse_onnx(torch)  # before any exercise: no exercise's process finds it loaded
+    load_decompositions()  # every table of Python decompositions exists before any refusal
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import wire  # noqa: PLC0415
 

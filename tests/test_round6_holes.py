@@ -115,6 +115,8 @@ calls = {
                                                                                    0.1, 1e-5),
     "decompositions_module": lambda: __import__("torch._decomp.decompositions", fromlist=["_"])
         ._native_batch_norm_legit(rows, None, None, *stats, True, 0.1, 1e-5),
+    "inductor_layer_norm": lambda: layer_norm_by(__import__("torch._inductor.decomposition", fromlist=["_"])
+        .decompositions[A.native_layer_norm.default](x, [8], w, b, 1e-5)[0]),
     # X3: the decomposition table's Python entr
     "table_entr": lambda: decomposition(A.special_entr.default)(x.abs()),
     # X4 to X8: torch.onnx
@@ -149,7 +151,8 @@ def probe(calls, **setup) -> dict[str, str]:
 
 
 NORMS = ["batch_norm_with_update", "batch_norm_no_update", "native_batch_norm_legit", "batch_norm_update_stats",
-         "group_norm_one_group", "fused_rms_norm", "table_layer_norm", "table_batch_norm", "decompositions_module"]
+         "group_norm_one_group", "fused_rms_norm", "table_layer_norm", "table_batch_norm", "decompositions_module",
+         "inductor_layer_norm"]
 ONNX = ["import_onnx", "onnx_attention", "onnx_impl"]
 
 
