@@ -22,12 +22,21 @@ answers, never how the answer is judged. After each cell the exercise's process 
 grader gives every cell its own deadline (the parameters and setup cells the start-up
 allowance, every other cell, replayed answers included, the answer's own ``--timeout``).
 
+Before anything of the student's runs, the exercise's process refuses what would answer the
+exercise in torch (:func:`refuse_everywhere`, :func:`refuse_kernels`): the torch functions its
+``not_allowed`` names and their capability's other implementations (layer norm's whole family
+of norms, found by name: :data:`NORM_OPS`), at every dispatch key where their ops have a
+kernel, and torch's Python decompositions of those ops and functions
+(:func:`refuse_decompositions`); the aten namesakes of what the answer defines
+(:func:`refuse_namesakes`); and, in every exercise, ``torch.onnx`` (:func:`refuse_onnx`).
+
 Standard library and torch only: the ``teaching`` package is not visible in the sandbox.
 Frames: 8-byte big-endian length, then the payload (to and from the grader: a tag byte first).
 """
 
 import os
 import pickle
+import re
 import struct
 import sys
 import traceback
@@ -123,10 +132,16 @@ _LAYER_NORM = ("torch.native_layer_norm", "torch._refs.native_layer_norm", "torc
                "torch.nn.functional.instance_norm", "torch.instance_norm",
                "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
                "torch._refs.native_batch_norm")
+# Layer norm's whole family, found by name in the dispatcher (red team round 6, X1: training-mode
+# batch norm of x transposed to (d, M) is layer norm; one group is layer norm; RMS and weight norm
+# are its scaling): every aten op with batch_norm, layer_norm, group_norm, instance_norm, rms_norm
+# or weight_norm as words of its name (_batch_norm_with_update, cudnn_batch_norm, batch_norm_stats,
+# their backward and whatever a later torch adds). Not linalg_vector_norm, renorm or normal.
+NORM_OPS = re.compile(r"(?:^|_)(?:batch|layer|group|instance|rms|weight)_norm(?:$|_)")
 _LAYER_NORM_OPS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm",
                    "instance_norm", "batch_norm", "_batch_norm_impl_index", "native_batch_norm",
                    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-                   "_native_batch_norm_legit_functional")
+                   "_native_batch_norm_legit_functional", NORM_OPS)
 _ENTROPY = ("torch.special.xlogy", "torch.xlogy", "torch._refs.special.entr", "torch._refs.xlogy",
             "torch._refs.special.xlog1py", "torch.special.xlog1py")
 _ENTROPY_OPS = ("special_entr", "xlogy", "special_xlogy", "special_xlog1py")
@@ -160,13 +175,20 @@ def capability_names(names) -> list[str]:
     return out
 
 
+def named(op: str, bases) -> bool:
+    """Whether the op ``op`` (its name, no overload) is one of ``bases``: a name, or a pattern
+    (:data:`NORM_OPS`) it matches."""
+    return op in bases or any(not isinstance(b, str) and b.search(op) for b in bases)
+
+
 def op_kernels(torch, bases) -> list[tuple[str, str]]:
     """(op with its overload, dispatch key) for every overload of the aten ops ``bases`` (names
-    without an overload) and every dispatch key where it has a kernel (:func:`kernel_keys`)."""
+    without an overload, or patterns: :func:`named`) and every dispatch key where it has a
+    kernel (:func:`kernel_keys`)."""
     found = []
     for full in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, op = full.partition("::")
-        if namespace == "aten" and op.partition(".")[0] in bases:
+        if namespace == "aten" and named(op.partition(".")[0], bases):
             found += [(op, key) for key in kernel_keys(torch, full)]
     return found
 
@@ -234,14 +256,68 @@ def refuse_flex_attention(torch) -> None:
             continue
 
 
+# torch.onnx (red team round 6, X4 to X8): torch.onnx.ops computes attention (onnx::Attention,
+# grouped heads and the softmax weights included) and rotary embeddings (onnx::RotaryEmbedding)
+# without a refused op, and torch.onnx.ops._impl holds the plain functions behind them. No
+# graded answer needs ONNX: refused in every exercise (its import, and its ops where something
+# loaded them). The sandbox also covers torch's onnx folder with an empty one (bubblewrap.py).
+ONNX = "torch.onnx"
+ONNX_REFUSED = ("torch.onnx is not allowed in a graded answer (torch.onnx.ops computes attention and "
+                "rotary embeddings): write it yourself")
+
+
+def refuse_onnx(torch) -> list:
+    """``import torch.onnx`` (and ``torch.onnx`` as an attribute, and its submodules) raises an
+    ImportError that says why; a loaded ``torch.onnx`` is dropped from ``sys.modules`` and every
+    op of the ``onnx::`` namespace already registered refuses at every dispatch key where it has
+    a kernel. Returns the libraries that hold those refusals."""
+    import importlib.abc  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    class RefuseOnnx(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == ONNX or fullname.startswith(ONNX + "."):
+                raise ImportError(ONNX_REFUSED, name=fullname)
+            return None
+
+    if not any(type(f).__name__ == "RefuseOnnx" for f in sys.meta_path):
+        sys.meta_path.insert(0, RefuseOnnx())
+    for name in [n for n in list(sys.modules) if n == ONNX or n.startswith(ONNX + ".")]:
+        del sys.modules[name]
+    vars(torch).pop("onnx", None)
+    lib = None
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, op = full.partition("::")
+        if namespace != "onnx":
+            continue
+        for key in kernel_keys(torch, full):
+            if lib is None:
+                lib = torch.library.Library("onnx", "IMPL")
+
+            def refuse(*args, _lib=lib, **kwargs):
+                raise RuntimeError(ONNX_REFUSED)
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lib.impl(op, refuse, key)
+    return [lib] if lib is not None else []
+
+
+# Torch's ops that answer an exercise's function under another name (red team round 6:
+# aten._safe_softmax gives 0 on rows where every key is blocked, chapter 4's masked_softmax).
+NAMESAKES = {"masked_softmax": ("safe_softmax",)}
+
+
 def refuse_namesakes(torch, answer_names) -> list:
     """Torch's namesakes of what the answer must define, as the companion's are stubbed: every
     aten op whose name, without its leading underscores, is one of ``answer_names`` is refused
     at every dispatch key where it has a kernel (chapter 4 asks for
-    ``masked_softmax``: ``aten._masked_softmax`` goes). Returns the library that holds them."""
+    ``masked_softmax``: ``aten._masked_softmax`` goes, and :data:`NAMESAKES`'s
+    ``aten._safe_softmax`` with it). Returns the library that holds them."""
     import warnings  # noqa: PLC0415
 
     wanted = {n for n in answer_names if isinstance(n, str) and n.strip("_")}
+    wanted |= {other for n in wanted for other in NAMESAKES.get(n, ())}
     lib = None
     for full in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, op = full.partition("::")
@@ -261,12 +337,114 @@ def refuse_namesakes(torch, answer_names) -> list:
     return [lib] if lib is not None else []
 
 
-def refuse_kernels(torch, names) -> list:
+def _torch_dicts(torch) -> list[dict]:
+    """Every dict a loaded ``torch`` module holds as an attribute, and the dicts such a dict
+    holds (``torch._decomp.global_decomposition_table``'s tables), the modules' own namespaces
+    included."""
+    found, seen = [], set()
+    for name, mod in list(sys.modules.items()):
+        if not (name == "torch" or name.startswith("torch.")) or mod is None:
+            continue
+        try:
+            todo = [vars(mod)]
+            todo += [v for v in list(todo[0].values()) if isinstance(v, dict)]
+            todo += [w for v in todo[1:] for w in list(v.values()) if isinstance(w, dict)]
+        except Exception:  # noqa: BLE001, S112 (a lazy or odd module)
+            continue
+        for table in todo:
+            if id(table) not in seen:
+                seen.add(id(table))
+                found.append(table)
+    return found
+
+
+# torch's modules that hold Python decompositions (their tables are built when they are
+# imported): loaded by the template, before any exercise, so that each exercise's refusals find
+# them loaded. Not torch._inductor.decomposition (2.6 s and 100 MB more in every sandbox): its
+# table, loaded later by the student's code, takes its norms from torch._decomp's and
+# torch._refs' entries, which are refusals by then (tests/test_round6_holes.py checks it).
+DECOMPOSITION_MODULES = ("torch._refs", "torch._refs.special", "torch._refs.nn.functional", "torch._decomp",
+                         "torch._decomp.decompositions", "torch._decomp.decompositions_for_jvp",
+                         "torch._decomp.decompositions_for_rng")
+
+
+def load_decompositions() -> None:
+    for module in DECOMPOSITION_MODULES:
+        try:
+            __import__(module)
+        except Exception:  # noqa: BLE001, S112 (moved or missing in another torch)
+            continue
+
+
+def refuse_decompositions(torch, ops, originals=()) -> None:
+    """Torch's Python implementations of refused ops and functions refuse too (red team round 6,
+    X2 and X3: ``torch._decomp.decomposition_table[aten.native_layer_norm.default]`` held
+    ``torch._refs.native_layer_norm`` after the module attribute was replaced). Every entry of a
+    table keyed by an aten op (``torch._decomp``'s decomposition, pre-autograd and meta tables,
+    whatever dict of a torch module is keyed by ops) whose op is one of ``ops`` (names, no
+    overload; or patterns: :func:`named`), and each op's own Python kernels (``py_impl``), are
+    replaced by a refusal; then every reference that a torch module's namespace or table holds
+    to one of those functions or to ``originals`` (and to what they wrap), compared by identity,
+    is replaced as well (``torch._decomp.decompositions._batch_norm_with_update``). The modules
+    of :data:`DECOMPOSITION_MODULES` are loaded first; ``core_aten_decompositions()`` and
+    inductor's table build theirs from these, afterwards."""
+    from torch._ops import OpOverload, OpOverloadPacket  # noqa: PLC0415
+
+    load_decompositions()
+    chains: dict[int, object] = {}
+
+    def hold(fn) -> None:
+        for _ in range(20):  # the function and what it wraps (out_wrapper, type promotion)
+            if fn is None or id(fn) in chains or isinstance(fn, type) or not callable(fn):
+                return
+            chains[id(fn)] = fn
+            fn = getattr(fn, "__wrapped__", None)
+
+    for fn in originals:
+        hold(fn)
+
+    def refusal(what: str):
+        def refuse(*args, _name=what, **kwargs):
+            raise RuntimeError(f"{_name} is not allowed in this exercise: write it yourself")
+        return refuse
+
+    def refused_op(key) -> bool:
+        return (isinstance(key, (OpOverload, OpOverloadPacket)) and getattr(key, "namespace", "aten") == "aten"
+                and named(_base_name(key), ops))
+
+    tables = _torch_dicts(torch)
+    for table in tables:
+        for key, value in list(table.items()):
+            if refused_op(key) and callable(value):
+                hold(value)
+                table[key] = refusal(f"torch.ops.aten.{_base_name(key)} (torch's Python decomposition)")
+    for table in tables:
+        for key, value in list(table.items()):
+            if id(value) in chains and value is chains[id(value)]:
+                table[key] = refusal(getattr(value, "__module__", "torch") + "." + getattr(value, "__name__", "?"))
+    for full in torch._C._dispatch_get_all_op_names():
+        namespace, _, op = full.partition("::")
+        if namespace != "aten" or not named(op.partition(".")[0], ops):
+            continue
+        packet = getattr(torch.ops.aten, op.partition(".")[0], None)
+        overload = getattr(packet, op.partition(".")[2] or "default", None) if packet is not None else None
+        kernels = getattr(overload, "py_kernels", None)
+        if isinstance(kernels, dict) and kernels:
+            for key in list(kernels):
+                kernels[key] = refusal(f"torch.ops.aten.{op} (a Python kernel)")
+            cache = getattr(overload, "_dispatch_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+
+
+def refuse_kernels(torch, names, originals=()) -> list:
     """Registers the refusals; returns the ``torch.library.Library`` objects. Each refusal the
     dispatcher holds keeps its library alive: no module global holds them (no
     ``__main__._libraries``). A function with an op family (:data:`OP_FAMILIES`) is refused with
     its whole family; an argument rule on it refuses, at the dispatcher, every kernel of the
-    family that does what the argument turns on (:data:`IMPLIED`) without it."""
+    family that does what the argument turns on (:data:`IMPLIED`) without it. Torch's Python
+    implementations of the refused ops and of ``originals`` (the functions
+    :func:`refuse_everywhere` replaced) refuse too (:func:`refuse_decompositions`)."""
     import warnings  # noqa: PLC0415
 
     lib, done, libraries = None, set(), []
@@ -327,6 +505,8 @@ def refuse_kernels(torch, names) -> list:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 guarded.impl(op, guard, key)
+    if done or originals:
+        refuse_decompositions(torch, {op.partition(".")[0] for op, _ in done}, originals)
     return libraries
 
 
@@ -352,7 +532,7 @@ FAMILIES = {  # exact names (a function's, an op's without its overload): cross_
                     "TransformerDecoderLayer")},
     "layer norm": {"names": ("layer_norm",), "ops": ("native_layer_norm_backward", *_LAYER_NORM_OPS),
                    "functions": ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm",
-                                 "_fused_rms_norm", "instance_norm", "batch_norm", "native_batch_norm"),
+                                 "_fused_rms_norm", "instance_norm", "batch_norm", "native_batch_norm", NORM_OPS),
                    "modules": ("LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d",
                                "InstanceNorm3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d")},
     "entropy": {"names": ("special.entr", "Categorical"), "ops": _ENTROPY_OPS,
@@ -451,7 +631,7 @@ class Evidence:
                 kwargs = kwargs or {}
                 name = _base_name(func)
                 refuse_arguments(func, name, args, kwargs)
-                if name in functions or (family_of(name) in watched):
+                if named(name, functions) or (family_of(name) in watched):
                     log.add(f"called {name}")
                 return func(*args, **kwargs)
 
@@ -460,7 +640,7 @@ class Evidence:
                 kwargs = kwargs or {}
                 name = _base_name(func)
                 refuse_arguments(func, name, args, kwargs)  # an op called below the functions' mode
-                if name in ops or (family_of(name) in watched):
+                if named(name, ops) or (family_of(name) in watched):
                     log.add(f"ran {func}")
                 return func(*args, **kwargs)
 
@@ -498,11 +678,13 @@ class Evidence:
         return [f"{what} ({n}x)" for what, n in sorted(self.flags.items())]
 
 
-def refuse_everywhere(torch, dotted: str) -> None:
+def refuse_everywhere(torch, dotted: str):
     """Refuse a torch function or class under every name torch gives it: each attribute of a
     loaded ``torch`` module that *is* the function is replaced; a class stays in place (its
     subclasses in torch, ``torch.ao``'s ``MultiheadAttention``, still import) and its own
-    methods refuse, so neither it nor a subclass that reaches them can make or run an instance."""
+    methods refuse, so neither it nor a subclass that reaches them can make or run an instance.
+    Returns the original (None where torch has none): :func:`refuse_kernels` replaces its
+    references in torch's tables (``torch._decomp.decomposition_table``) as well."""
     module_name, _, attr = dotted.rpartition(".")
     module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])
     original = getattr(module, attr, None)
@@ -512,7 +694,7 @@ def refuse_everywhere(torch, dotted: str) -> None:
 
     if original is None:
         setattr(module, attr, refuse)
-        return
+        return None
     if not isinstance(original, type):
         setattr(module, attr, refuse)
     for name, mod in list(sys.modules.items()) if not isinstance(original, type) else ():
@@ -528,6 +710,7 @@ def refuse_everywhere(torch, dotted: str) -> None:
             if callable(value) or isinstance(value, (staticmethod, classmethod)):
                 if key not in ("__new__", "__init_subclass__", "__subclasshook__", "__class_getitem__"):
                     setattr(original, key, refuse)
+    return original
 
 
 # -- Landlock: an exercise's process reads its own companion copy, no other ------------------------
@@ -707,6 +890,8 @@ def template() -> None:
             __import__(name)
         except Exception:  # noqa: BLE001, S110 (the exercise's own import says why)
             pass
+    refuse_onnx(torch)  # before any exercise: no exercise's process finds it loaded
+    load_decompositions()  # every table of Python decompositions exists before any refusal
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import wire  # noqa: PLC0415
 
@@ -888,16 +1073,19 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
     # Not allowed in this exercise: torch functions that would answer it. (The companion's
     # own are replaced in the copy of the package this process imports.)
     refused = capability_names(job.get("torch_not_allowed", ()))  # and the capability's other implementations
+    originals = []  # what refuse_everywhere replaced: their references in torch's tables go too
     for dotted in refused:
         if "(" not in dotted:  # an argument rule is the Evidence's
             try:
-                refuse_everywhere(torch, dotted)
+                originals.append(refuse_everywhere(torch, dotted))
             except (ImportError, AttributeError):  # a family member this torch does not have
                 if dotted in job.get("torch_not_allowed", ()):
                     raise
     # kept in this function's frame, not in a module's namespace; the student's code can still
     # reach them (the stack, the garbage collector): see Evidence
-    kept = [*refuse_kernels(torch, refused), *refuse_namesakes(torch, job.get("names", ()))]
+    kept = [*refuse_kernels(torch, refused, [o for o in originals if o is not None]),
+            *refuse_namesakes(torch, job.get("names", ())), *refuse_onnx(torch)]
+    del originals
     evidence = Evidence(torch, refused)  # flags for the instructor: see Evidence
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}

@@ -2,8 +2,10 @@
 
 A name list alone cannot hold: a forbidden function's private helpers keep their bodies, and
 other functions compute the same (red team round 5: chapter 10's ``sampling.entropy`` answered
-chapter 2's entropy exercise). So the rule is an allow-list. An answer may use torch and what
-the exercise's setup and context cells import (:func:`exercise_rule`: the chapter's setup cell
+chapter 2's entropy exercise). So the rule is an allow-list. An answer may use torch (less what
+the runner refuses: the torch names of ``not_allowed`` with their families and Python
+decompositions, the aten namesakes of the answer, and ``torch.onnx`` in every exercise; see
+``sandbox_runner.py``) and what the exercise's setup and context cells import (:func:`exercise_rule`: the chapter's setup cell
 and the context cells up to this exercise, not those of later exercises). For one exercise:
 
 * the *tool kit* keeps its bodies: what those cells import (``from companion.x import y``, and
@@ -373,7 +375,7 @@ def prepare_course_dir(dest: Path, not_allowed: tuple[str, ...], answer_names: t
     """A copy of the companion package in ``dest/companion`` in which nothing implements what
     the exercise asks (:func:`stubbed_set`): each stubbed function or method raises "not
     allowed in this exercise" and has no body left. Names outside the companion
-    (``torch...``) are left to the runner."""
+    (``torch...``) are left to the runner (``sandbox_runner.refuse_kernels`` and its kin)."""
     import companion  # noqa: PLC0415
 
     src = Path(companion.__path__[0])

@@ -1,4 +1,4 @@
-"""What the red-team tests share (``test_round4_holes.py``, ``test_round5_holes.py``): the
+"""What the red-team tests share (``test_round4_holes.py`` to ``test_round6_holes.py``): the
 chapters, an attack's answers (``tests/attacks/<folder>/chNN_answers.py``, a dict ``ANSWERS``
 from grade id to the answer cell's source), and a student's notebook built from the
 instructor's with those answers in place."""
