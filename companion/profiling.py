@@ -11,7 +11,9 @@ rather than a loop of ``time.perf_counter()`` calls. The timer
   covers its kernels and not only their launch.
 
 Each block gives one time per call (block time / calls in the block); :func:`time_call`
-returns their median (or minimum).
+returns their median (or minimum). To compare functions on a busy machine,
+:func:`time_in_rounds` times them in rounds, back to back, and :func:`median_ratio` compares
+them round by round.
 
 Memory: :func:`peak_memory` counts the bytes of the tensors a call creates that are alive at
 the same moment, on any device. On the CPU, torch 2.13 keeps no allocator statistics (CUDA's
@@ -23,9 +25,10 @@ CUDA-only, so the count is kept here, op by op, by a ``TorchDispatchMode``.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -89,6 +92,69 @@ def time_call(fn: Callable[[], object], *, device: torch.device | str | None = N
         raise ValueError(f"stat must be 'median' or 'min', got {stat!r}")
     m = measure(fn, device=device, cpu_time=cpu_time, min_run_time=min_run_time)
     return m.median if stat == "median" else min(m.times)
+
+
+def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9, min_block_time: float = 0.02,
+                   device: torch.device | str | None = None, cpu_time: bool = False) -> dict[str, list[float]]:
+    """Seconds per call of each function in ``calls`` (``{name: fn}``), one time per round.
+
+    A round times a block of calls of every function, back to back; the order turns by one
+    function from round to round. Something else slowing the machine for a moment slows the
+    blocks of one round alike, so compare the functions round by round
+    (:func:`median_ratio`), not through separate medians. A block holds as many calls as
+    last ``min_block_time`` seconds, judged from a warm-up call of each function (which is
+    not measured). ``device`` and ``cpu_time`` as in :func:`measure`.
+
+    Returns ``{name: [seconds per call in round 1, round 2, ...]}``.
+    """
+    from ._validate import require_positive_int
+
+    if not isinstance(calls, Mapping) or not calls:
+        raise TypeError(f"calls must be a non-empty mapping from names to functions, got {calls!r}")
+    for name, fn in calls.items():
+        if not callable(fn):
+            raise TypeError(f"calls[{name!r}] must be a callable taking no arguments, got {type(fn).__name__}")
+    require_positive_int("rounds", rounds)
+    require_number("min_block_time", min_block_time, 0.0, strict=True)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if cpu_time and device.type != "cpu":
+        raise ValueError(f"cpu_time=True measures CPU work and cannot time a {device.type} device")
+    read = time.process_time if cpu_time else time.perf_counter
+
+    def seconds(fn: Callable[[], object], number: int) -> float:  # per call, over a block
+        _sync(device)
+        start = read()
+        for _ in range(number):
+            fn()
+        _sync(device)
+        return (read() - start) / number
+
+    names = list(calls)
+    number = {}
+    for name in names:  # warm-up: the first call allocates, the second sizes the block
+        calls[name]()
+        number[name] = max(1, math.ceil(min_block_time / max(seconds(calls[name], 1), 1e-9)))
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            times[name].append(seconds(calls[name], number[name]))
+    return times
+
+
+def median_ratio(times: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> float:
+    """The median over rounds of ``times[numerator][r] / times[denominator][r]``: the
+    ratio of two functions' times, compared round by round (``times`` from
+    :func:`time_in_rounds`)."""
+    for name in (numerator, denominator):
+        if name not in times:
+            raise KeyError(f"no times for {name!r}; timed: {sorted(times)}")
+    a, b = times[numerator], times[denominator]
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need as many rounds of {numerator!r} as of {denominator!r}, at least one; "
+                         f"got {len(a)} and {len(b)}")
+    if min(b) <= 0:
+        raise ValueError(f"times of {denominator!r} must be positive, got {list(b)}")
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
 def cuda_peak_memory(fn: Callable[[], object], device: torch.device | str) -> int | None:

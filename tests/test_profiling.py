@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from companion import profiling
-from companion.profiling import cuda_peak_memory, measure, time_call
+from companion.profiling import cuda_peak_memory, measure, median_ratio, time_call, time_in_rounds
 
 
 def test_time_call_measures_sleep():
@@ -156,3 +156,49 @@ def test_explicit_attention_memory_grows_as_n_squared_tiled_as_n():
     n = ns[-1]
     assert peaks["explicit"][-1] >= 2 * n * n * 4  # scores and weights of float32
     assert peaks["tiled"][-1] < peaks["explicit"][-1] / 4
+
+
+def test_time_in_rounds_turns_the_order_from_round_to_round():
+    order = []
+    calls = {name: (lambda name=name: order.append(name)) for name in "abc"}
+    times = time_in_rounds(calls, rounds=4, min_block_time=1e-9)
+    assert {name: len(t) for name, t in times.items()} == {"a": 4, "b": 4, "c": 4}
+    measured = order[6:]  # two warm-up calls each, then one call per block
+    assert measured == list("abc" "bca" "cab" "abc")
+
+
+def test_time_in_rounds_times_each_call_and_sizes_its_blocks():
+    counts = {"short": 0, "long": 0}
+
+    def nap(name, seconds):
+        counts[name] += 1
+        time.sleep(seconds)
+
+    times = time_in_rounds({"short": lambda: nap("short", 0.002), "long": lambda: nap("long", 0.006)},
+                           rounds=3, min_block_time=0.012)
+    assert all(0.0015 < t < 0.02 for t in times["short"]), times
+    assert 1.5 < median_ratio(times, "long", "short") < 3.5  # 3 when sleeping is exact
+    assert counts["short"] > counts["long"] >= 2 + 3  # more calls per block for the shorter one
+
+
+def test_median_ratio_compares_round_by_round():
+    times = {"a": [1.0, 4.0, 9.0], "b": [1.0, 2.0, 9.0]}
+    assert median_ratio(times, "a", "b") == 1.0  # ratios 1, 2, 1; separate medians would give 4 / 2
+    assert median_ratio(times, "b", "a") == 1.0
+
+
+def test_rounds_refuse_bad_input():
+    with pytest.raises(TypeError, match="non-empty mapping"):
+        time_in_rounds({})
+    with pytest.raises(TypeError, match=r"calls\['x'\] must be a callable"):
+        time_in_rounds({"x": 3})
+    with pytest.raises(ValueError, match="rounds"):
+        time_in_rounds({"x": lambda: None}, rounds=0)
+    with pytest.raises(ValueError, match="cannot time a cuda device"):
+        time_in_rounds({"x": lambda: None}, device="cuda", cpu_time=True)
+    with pytest.raises(KeyError, match="no times for 'c'"):
+        median_ratio({"a": [1.0], "b": [1.0]}, "c", "a")
+    with pytest.raises(ValueError, match="as many rounds"):
+        median_ratio({"a": [1.0, 2.0], "b": [1.0]}, "a", "b")
+    with pytest.raises(ValueError, match="must be positive"):
+        median_ratio({"a": [1.0], "b": [0.0]}, "a", "b")

@@ -58,7 +58,7 @@ def measure(seed: int) -> dict:
         peak_ratio=peaks["tiled"][-1] / peaks["explicit"][-1],
         sdpa_err=max(ns[f"runs@{backends}"].values()),
         causal_ratio_err=abs(ns["ratio"] - ns["share"]),
-        mask_over_causal=ms["mask tensor"] / ms["is_causal"],
+        mask_over_causal=ns["mask_ratio"],
         cache_growth=growth_exponent(CACHE, ns["rows"]),
     )
 
