@@ -92,9 +92,7 @@ def _written(index, name: str, statement: str) -> bool:
     return name in written or any(w in short or w.endswith(tuple("." + s for s in short)) for w in written)
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="issue #35 item 10: chapter 10's statements write no 'Not allowed' line"))
-    if p.name.startswith("10_") else p for p in NOTEBOOKS], ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_what_the_setup_imports_and_is_not_allowed_is_written_in_the_statement(index, path):
     """Issue 35 item 10: the public companion names of an exercise's ``not_allowed`` that its
     setup and context cells import (or reach: the allow-list would keep them) are written in
