@@ -95,15 +95,17 @@ def time_call(fn: Callable[[], object], *, device: torch.device | str | None = N
 
 
 def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9, min_block_time: float = 0.02,
-                   device: torch.device | str | None = None, cpu_time: bool = False) -> dict[str, list[float]]:
+                   number: int | None = None, device: torch.device | str | None = None,
+                   cpu_time: bool = False) -> dict[str, list[float]]:
     """Seconds per call of each function in ``calls`` (``{name: fn}``), one time per round.
 
     A round times a block of calls of every function, back to back; the order turns by one
     function from round to round. Something else slowing the machine for a moment slows the
     blocks of one round alike, so compare the functions round by round
-    (:func:`median_ratio`), not through separate medians. A block holds as many calls as
-    last ``min_block_time`` seconds, judged from a warm-up call of each function (which is
-    not measured). ``device`` and ``cpu_time`` as in :func:`measure`.
+    (:func:`median_ratio`), not through separate medians. Each function is called once
+    first, unmeasured (its first call may allocate). A block holds ``number`` calls, or, by
+    default, as many as last ``min_block_time`` seconds, judged from one more call.
+    ``device`` and ``cpu_time`` as in :func:`measure`.
 
     Returns ``{name: [seconds per call in round 1, round 2, ...]}``.
     """
@@ -116,6 +118,8 @@ def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9
             raise TypeError(f"calls[{name!r}] must be a callable taking no arguments, got {type(fn).__name__}")
     require_positive_int("rounds", rounds)
     require_number("min_block_time", min_block_time, 0.0, strict=True)
+    if number is not None:
+        require_positive_int("number", number)
     device = torch.device(device) if device is not None else torch.device("cpu")
     if cpu_time and device.type != "cpu":
         raise ValueError(f"cpu_time=True measures CPU work and cannot time a {device.type} device")
@@ -130,14 +134,14 @@ def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9
         return (read() - start) / number
 
     names = list(calls)
-    number = {}
+    block = {}
     for name in names:  # warm-up: the first call allocates, the second sizes the block
         calls[name]()
-        number[name] = max(1, math.ceil(min_block_time / max(seconds(calls[name], 1), 1e-9)))
+        block[name] = number or max(1, math.ceil(min_block_time / max(seconds(calls[name], 1), 1e-9)))
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
-            times[name].append(seconds(calls[name], number[name]))
+            times[name].append(seconds(calls[name], block[name]))
     return times
 
 

@@ -181,6 +181,12 @@ def test_time_in_rounds_times_each_call_and_sizes_its_blocks():
     assert counts["short"] > counts["long"] >= 2 + 3  # more calls per block for the shorter one
 
 
+def test_time_in_rounds_takes_a_fixed_block():
+    counts = {"a": 0}
+    times = time_in_rounds({"a": lambda: counts.__setitem__("a", counts["a"] + 1)}, rounds=3, number=4)
+    assert len(times["a"]) == 3 and counts["a"] == 1 + 3 * 4  # one warm-up call, no sizing call
+
+
 def test_median_ratio_compares_round_by_round():
     times = {"a": [1.0, 4.0, 9.0], "b": [1.0, 2.0, 9.0]}
     assert median_ratio(times, "a", "b") == 1.0  # ratios 1, 2, 1; separate medians would give 4 / 2
@@ -194,6 +200,8 @@ def test_rounds_refuse_bad_input():
         time_in_rounds({"x": 3})
     with pytest.raises(ValueError, match="rounds"):
         time_in_rounds({"x": lambda: None}, rounds=0)
+    with pytest.raises(ValueError, match="number"):
+        time_in_rounds({"x": lambda: None}, number=0)
     with pytest.raises(ValueError, match="cannot time a cuda device"):
         time_in_rounds({"x": lambda: None}, device="cuda", cpu_time=True)
     with pytest.raises(KeyError, match="no times for 'c'"):
