@@ -104,15 +104,20 @@ def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9
     blocks of one round alike, so compare the functions round by round
     (:func:`median_ratio`), not through separate medians. Each function is called once
     first, unmeasured (its first call may allocate). A block holds ``number`` calls, or, by
-    default, as many as last ``min_block_time`` seconds, judged from one more call.
-    ``device`` and ``cpu_time`` as in :func:`measure`.
+    default, as many as last ``min_block_time`` seconds: unmeasured blocks of 1 call, then up
+    to ten times more each, until one lasts that long by the clock read or by the wall clock
+    (a call that reads as no time, such as a wait under ``cpu_time=True`` or a call on a
+    coarse clock, does not make the block huge). ``device`` and ``cpu_time`` as in
+    :func:`measure`.
 
     Returns ``{name: [seconds per call in round 1, round 2, ...]}``.
     """
     from ._validate import require_positive_int
 
-    if not isinstance(calls, Mapping) or not calls:
-        raise TypeError(f"calls must be a non-empty mapping from names to functions, got {calls!r}")
+    if not isinstance(calls, Mapping):
+        raise TypeError(f"calls must be a mapping from names to functions, got {type(calls).__name__}")
+    if not calls:
+        raise ValueError("calls must name at least one function, got an empty mapping")
     for name, fn in calls.items():
         if not callable(fn):
             raise TypeError(f"calls[{name!r}] must be a callable taking no arguments, got {type(fn).__name__}")
@@ -133,11 +138,21 @@ def time_in_rounds(calls: Mapping[str, Callable[[], object]], *, rounds: int = 9
         _sync(device)
         return (read() - start) / number
 
+    def block_size(fn: Callable[[], object]) -> int:  # calls that last min_block_time
+        size = 1
+        while True:
+            wall = time.perf_counter()
+            lasted = max(seconds(fn, size) * size, time.perf_counter() - wall)
+            if lasted >= min_block_time:
+                return size
+            wanted = math.ceil(size * min_block_time / lasted) if lasted > 0 else 10 * size
+            size = min(max(wanted, size + 1), 10 * size)
+
     names = list(calls)
     block = {}
-    for name in names:  # warm-up: the first call allocates, the second sizes the block
+    for name in names:  # warm-up: the first call allocates; then the block is sized
         calls[name]()
-        block[name] = number or max(1, math.ceil(min_block_time / max(seconds(calls[name], 1), 1e-9)))
+        block[name] = number or block_size(calls[name])
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
@@ -156,8 +171,9 @@ def median_ratio(times: Mapping[str, Sequence[float]], numerator: str, denominat
     if len(a) != len(b) or not a:
         raise ValueError(f"need as many rounds of {numerator!r} as of {denominator!r}, at least one; "
                          f"got {len(a)} and {len(b)}")
-    if min(b) <= 0:
-        raise ValueError(f"times of {denominator!r} must be positive, got {list(b)}")
+    for name, values in ((numerator, a), (denominator, b)):
+        if not all(x > 0 and math.isfinite(x) for x in values):  # NaN fails x > 0 too
+            raise ValueError(f"times of {name!r} must be positive and finite, got {list(values)}")
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 

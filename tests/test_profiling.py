@@ -167,18 +167,52 @@ def test_time_in_rounds_turns_the_order_from_round_to_round():
     assert measured == list("abc" "bca" "cab" "abc")
 
 
-def test_time_in_rounds_times_each_call_and_sizes_its_blocks():
-    counts = {"short": 0, "long": 0}
+class FakeClock:
+    """A processor-time clock that only the timed functions advance, by exact amounts."""
 
-    def nap(name, seconds):
-        counts[name] += 1
-        time.sleep(seconds)
+    def __init__(self):
+        self.now = 0.0
+        self.calls = {}
 
-    times = time_in_rounds({"short": lambda: nap("short", 0.002), "long": lambda: nap("long", 0.006)},
-                           rounds=3, min_block_time=0.012)
-    assert all(0.0015 < t < 0.02 for t in times["short"]), times
-    assert 1.5 < median_ratio(times, "long", "short") < 3.5  # 3 when sleeping is exact
-    assert counts["short"] > counts["long"] >= 2 + 3  # more calls per block for the shorter one
+    def __call__(self):
+        return self.now
+
+    def work(self, name, seconds):
+        def fn():
+            self.calls[name] = self.calls.get(name, 0) + 1
+            self.now += seconds
+        return fn
+
+
+def test_time_in_rounds_files_each_time_under_its_function_and_sizes_its_blocks(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(profiling.time, "process_time", clock)
+    unit = 1 / 1024  # exact in binary: the sums below are exact
+    calls = {"a": clock.work("a", unit), "b": clock.work("b", 3 * unit)}
+    times = time_in_rounds(calls, rounds=5, min_block_time=8 * unit, cpu_time=True)
+    assert times == {"a": [unit] * 5, "b": [3 * unit] * 5}  # per call, whatever the order
+    # warm-up 1, sizing blocks 1 then 8 (a) or 1 then 3 (b: 3 calls last 9 units), then 5 blocks
+    assert clock.calls == {"a": 1 + 1 + 8 + 5 * 8, "b": 1 + 1 + 3 + 5 * 3}
+
+
+def test_a_call_that_reads_as_no_time_does_not_make_a_huge_block(monkeypatch):
+    monkeypatch.setattr(profiling.time, "process_time", lambda: 0.0)  # a wait: no CPU time
+    count = [0]
+
+    def wait():
+        count[0] += 1
+        time.sleep(0.001)
+
+    times = time_in_rounds({"wait": wait}, rounds=2, min_block_time=0.02, cpu_time=True)
+    assert times == {"wait": [0.0, 0.0]}
+    assert count[0] < 200  # the wall clock ends the sizing: blocks of at most ~20 calls
+
+
+def test_time_in_rounds_synchronises_the_device_around_each_block(monkeypatch):
+    synced = []
+    monkeypatch.setattr(profiling, "_sync", lambda device: synced.append(device.type))
+    time_in_rounds({"a": lambda: None, "b": lambda: None}, rounds=3, number=2, device="cuda")
+    assert synced == ["cuda"] * 2 * 3 * 2  # before and after each of 3 rounds' 2 blocks
 
 
 def test_time_in_rounds_takes_a_fixed_block():
@@ -188,13 +222,16 @@ def test_time_in_rounds_takes_a_fixed_block():
 
 
 def test_median_ratio_compares_round_by_round():
-    times = {"a": [1.0, 4.0, 9.0], "b": [1.0, 2.0, 9.0]}
-    assert median_ratio(times, "a", "b") == 1.0  # ratios 1, 2, 1; separate medians would give 4 / 2
-    assert median_ratio(times, "b", "a") == 1.0
+    times = {"a": [2.0, 6.0, 3.0], "b": [1.0, 3.0, 6.0]}
+    assert median_ratio(times, "a", "b") == 2.0  # ratios 2, 2, 0.5
+    # the ratio of the medians (3 / 3) and ratios of sorted lists (2, 1, 1) would both give 1
+    assert median_ratio(times, "b", "a") == 0.5
 
 
 def test_rounds_refuse_bad_input():
-    with pytest.raises(TypeError, match="non-empty mapping"):
+    with pytest.raises(TypeError, match="must be a mapping"):
+        time_in_rounds([lambda: None])
+    with pytest.raises(ValueError, match="at least one function"):
         time_in_rounds({})
     with pytest.raises(TypeError, match=r"calls\['x'\] must be a callable"):
         time_in_rounds({"x": 3})
@@ -208,5 +245,7 @@ def test_rounds_refuse_bad_input():
         median_ratio({"a": [1.0], "b": [1.0]}, "c", "a")
     with pytest.raises(ValueError, match="as many rounds"):
         median_ratio({"a": [1.0, 2.0], "b": [1.0]}, "a", "b")
-    with pytest.raises(ValueError, match="must be positive"):
+    with pytest.raises(ValueError, match="'b' must be positive"):
         median_ratio({"a": [1.0], "b": [0.0]}, "a", "b")
+    with pytest.raises(ValueError, match="'a' must be positive and finite"):
+        median_ratio({"a": [float("nan")], "b": [1.0]}, "a", "b")
