@@ -87,6 +87,8 @@ KERNELS = {
     "torch.nn.functional.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.special.entr": (("special_entr", "CPU"),),
+    # soft targets: -Σ a log a (red team round 7, y1); torch._C._nn.cross_entropy_loss too
+    "torch.nn.functional.cross_entropy": (("cross_entropy_loss", "CompositeImplicitAutograd"),),
 }
 # A family of ops found by name in the dispatcher, not listed: the function's own op and every
 # aten op whose name starts with the prefix (its kernels, fused or not, their backward and
