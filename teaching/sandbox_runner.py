@@ -134,7 +134,9 @@ _LAYER_NORM = ("torch.native_layer_norm", "torch._refs.native_layer_norm", "torc
                "torch.nn.functional.rms_norm", "torch.rms_norm", "torch._refs.rms_norm",
                "torch.nn.functional.instance_norm", "torch.instance_norm",
                "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
-               "torch._refs.native_batch_norm")
+               "torch._refs.native_batch_norm",
+               # native_layer_norm's helper, registered for no op: (x - μ)·rsqrt(σ² + ε) (red team round 7, y11)
+               "torch._refs._normalize")
 # Layer norm's whole family, found by name in the dispatcher (red team round 6, X1: training-mode
 # batch norm of x transposed to (d, M) is layer norm; one group is layer norm; RMS and weight norm
 # are its scaling): every aten op with batch_norm, layer_norm, group_norm, instance_norm, rms_norm
