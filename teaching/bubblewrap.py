@@ -222,16 +222,27 @@ def _site_dirs() -> list[Path]:
     return sorted({p.resolve() for p in found if p.is_dir()})
 
 
-def _torch_onnx_dir() -> Path | None:
-    """torch's ``onnx`` folder (torch.onnx), where there is one: the sandbox covers it with an
-    empty one, so that code that removes the runner's refusal still finds nothing to import."""
+def _torch_dir(relative: str) -> Path | None:
+    """The folder ``relative`` inside torch's package folder, where there is one."""
     import importlib.util  # noqa: PLC0415
 
     spec = importlib.util.find_spec("torch")
     for folder in (spec.submodule_search_locations or []) if spec else []:
-        if (Path(folder) / "onnx").is_dir():
-            return (Path(folder) / "onnx").resolve()
+        if (Path(folder) / relative).is_dir():
+            return (Path(folder) / relative).resolve()
     return None
+
+
+def _torch_onnx_dir() -> Path | None:
+    """torch's ``onnx`` folder (torch.onnx), where there is one: the sandbox covers it with an
+    empty one, so that code that removes the runner's refusal still finds nothing to import."""
+    return _torch_dir("onnx")
+
+
+def _torch_inductor_passes_dir() -> Path | None:
+    """torch's ``_inductor/fx_passes`` folder (its fuse_attention patterns are attention in plain
+    ops; sandbox_runner.refuse_inductor_passes): covered like :func:`_torch_onnx_dir`'s."""
+    return _torch_dir("_inductor/fx_passes")
 
 
 def sandbox_command(course_dirs: list[Path], hidden: list[Path], limits: Limits, isolate: bool = True,
@@ -297,9 +308,11 @@ def sandbox_command(course_dirs: list[Path], hidden: list[Path], limits: Limits,
         for entry in allowed.get(str(site_dir), ()):
             cmd += ["--ro-bind", str(site_dir / entry), str(site_dir / entry)]
         cmd += ["--remount-ro", str(site_dir)]
-    onnx = _torch_onnx_dir()  # torch.onnx refused in every exercise (sandbox_runner.refuse_onnx): not even on disk
-    if onnx is not None and any(_inside(onnx, v) for v in [*bound, *covered]):
-        cmd += ["--tmpfs", str(onnx), "--remount-ro", str(onnx)]
+    # torch.onnx and torch._inductor.fx_passes are refused in every exercise
+    # (sandbox_runner.refuse_onnx, refuse_inductor_passes): not even on disk
+    for refused in (_torch_onnx_dir(), _torch_inductor_passes_dir()):
+        if refused is not None and any(_inside(refused, v) for v in [*bound, *covered]):
+            cmd += ["--tmpfs", str(refused), "--remount-ro", str(refused)]
     import companion  # noqa: PLC0415 (the real one, to hide it under the prepared copy)
 
     real = Path(companion.__path__[0]).resolve()

@@ -28,7 +28,8 @@ exercise in torch (:func:`refuse_everywhere`, :func:`refuse_kernels`): the torch
 of norms, found by name: :data:`NORM_OPS`), at every dispatch key where their ops have a
 kernel, and torch's Python decompositions of those ops and functions
 (:func:`refuse_decompositions`); the aten namesakes of what the answer defines
-(:func:`refuse_namesakes`); and, in every exercise, ``torch.onnx`` (:func:`refuse_onnx`).
+(:func:`refuse_namesakes`); and, in every exercise, ``torch.onnx`` (:func:`refuse_onnx`) and
+torch._inductor's pattern passes (:func:`refuse_inductor_passes`).
 
 Standard library and torch only: the ``teaching`` package is not visible in the sandbox.
 Frames: 8-byte big-endian length, then the payload (to and from the grader: a tag byte first).
@@ -86,6 +87,8 @@ KERNELS = {
     "torch.nn.functional.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.layer_norm": (("layer_norm", "CompositeImplicitAutograd"), ("native_layer_norm", "CPU")),
     "torch.special.entr": (("special_entr", "CPU"),),
+    # soft targets: -Σ a log a (red team round 7, y1); torch._C._nn.cross_entropy_loss too
+    "torch.nn.functional.cross_entropy": (("cross_entropy_loss", "CompositeImplicitAutograd"),),
 }
 # A family of ops found by name in the dispatcher, not listed: the function's own op and every
 # aten op whose name starts with the prefix (its kernels, fused or not, their backward and
@@ -131,7 +134,9 @@ _LAYER_NORM = ("torch.native_layer_norm", "torch._refs.native_layer_norm", "torc
                "torch.nn.functional.rms_norm", "torch.rms_norm", "torch._refs.rms_norm",
                "torch.nn.functional.instance_norm", "torch.instance_norm",
                "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
-               "torch._refs.native_batch_norm")
+               "torch._refs.native_batch_norm",
+               # native_layer_norm's helper, registered for no op: (x - μ)·rsqrt(σ² + ε) (red team round 7, y11)
+               "torch._refs._normalize")
 # Layer norm's whole family, found by name in the dispatcher (red team round 6, X1: training-mode
 # batch norm of x transposed to (d, M) is layer norm; one group is layer norm; RMS and weight norm
 # are its scaling): every aten op with batch_norm, layer_norm, group_norm, instance_norm, rms_norm
@@ -301,6 +306,39 @@ def refuse_onnx(torch) -> list:
                 warnings.simplefilter("ignore")
                 lib.impl(op, refuse, key)
     return [lib] if lib is not None else []
+
+
+# torch._inductor's pattern passes (red team round 7, y8 to y10): fuse_attention's
+# ``_sfdp_pattern_*`` are whole attention functions in plain torch ops (softmax(q kᵀ/s + mask) v),
+# which no refusal of an op sees. No graded answer needs them: refused in every exercise, as
+# torch.onnx is. Not the rest of torch._inductor: ``import torch._dynamo`` loads its config and
+# utils. The sandbox also covers the folder with an empty one (bubblewrap.py).
+INDUCTOR_PASSES = "torch._inductor.fx_passes"
+INDUCTOR_PASSES_REFUSED = ("torch._inductor.fx_passes is not allowed in a graded answer (its fuse_attention "
+                           "patterns compute attention): write it yourself")
+
+
+def refuse_inductor_passes(torch) -> list:
+    """``import torch._inductor.fx_passes`` (and its submodules, ``fuse_attention`` among them)
+    raises an ImportError that says why; a loaded one is dropped from ``sys.modules`` and from
+    ``torch._inductor``'s namespace. Returns nothing to keep (the same shape as
+    :func:`refuse_onnx`)."""
+    import importlib.abc  # noqa: PLC0415
+
+    class RefuseInductorPasses(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == INDUCTOR_PASSES or fullname.startswith(INDUCTOR_PASSES + "."):
+                raise ImportError(INDUCTOR_PASSES_REFUSED, name=fullname)
+            return None
+
+    if not any(type(f).__name__ == "RefuseInductorPasses" for f in sys.meta_path):
+        sys.meta_path.insert(0, RefuseInductorPasses())
+    for name in [n for n in list(sys.modules) if n == INDUCTOR_PASSES or n.startswith(INDUCTOR_PASSES + ".")]:
+        del sys.modules[name]
+    inductor = sys.modules.get("torch._inductor")
+    if inductor is not None:
+        vars(inductor).pop("fx_passes", None)
+    return []
 
 
 # Torch's ops that answer an exercise's function under another name (red team round 6:
@@ -891,6 +929,7 @@ def template() -> None:
         except Exception:  # noqa: BLE001, S110 (the exercise's own import says why)
             pass
     refuse_onnx(torch)  # before any exercise: no exercise's process finds it loaded
+    refuse_inductor_passes(torch)
     load_decompositions()  # every table of Python decompositions exists before any refusal
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import wire  # noqa: PLC0415
@@ -1084,7 +1123,8 @@ def exercise(setup: dict, job: dict, proto_in, proto_out) -> None:
     # kept in this function's frame, not in a module's namespace; the student's code can still
     # reach them (the stack, the garbage collector): see Evidence
     kept = [*refuse_kernels(torch, refused, [o for o in originals if o is not None]),
-            *refuse_namesakes(torch, job.get("names", ())), *refuse_onnx(torch)]
+            *refuse_namesakes(torch, job.get("names", ())), *refuse_onnx(torch),
+            *refuse_inductor_passes(torch)]
     del originals
     evidence = Evidence(torch, refused)  # flags for the instructor: see Evidence
 

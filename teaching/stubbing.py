@@ -4,9 +4,10 @@ A name list alone cannot hold: a forbidden function's private helpers keep their
 other functions compute the same (red team round 5: chapter 10's ``sampling.entropy`` answered
 chapter 2's entropy exercise). So the rule is an allow-list. An answer may use torch (less what
 the runner refuses: the torch names of ``not_allowed`` with their families and Python
-decompositions, the aten namesakes of the answer, and ``torch.onnx`` in every exercise; see
-``sandbox_runner.py``) and what the exercise's setup and context cells import (:func:`exercise_rule`: the chapter's setup cell
-and the context cells up to this exercise, not those of later exercises). For one exercise:
+decompositions, the aten namesakes of the answer, and ``torch.onnx`` and torch._inductor's
+pattern passes in every exercise; see ``sandbox_runner.py``) and what the exercise's setup and
+context cells import (:func:`exercise_rule`: the chapter's setup cell and the context cells up
+to this exercise, not those of later exercises). For one exercise:
 
 * the *tool kit* keeps its bodies: what those cells import (``from companion.x import y``, and
   ``m.y`` where they import a module ``m``), what that reaches (the definitions a kept body
