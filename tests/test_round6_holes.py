@@ -8,19 +8,17 @@ who keeps full marks.
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 
 import pytest
 from conftest import needs_bwrap
 
-from attack_kit import NOTEBOOKS, ROOT, write_submission
+from attack_kit import NOTEBOOKS, PROBE_LOOP, ROOT, run_probe, write_submission
 
 sys.path.insert(0, str(ROOT))
 from teaching.exercises import read_chapter  # noqa: E402
 
-RUNNER = ROOT / "teaching" / "sandbox_runner.py"
 
 
 # A fresh process refuses what an exercise's not_allowed names (as sandbox_runner.exercise does),
@@ -118,24 +116,11 @@ calls = {
     "softmax": lambda: torch.softmax(x, -1) @ x.T,
     "layer_norm_by_hand": lambda: layer_norm_by(reference()),
 }
-out = {}
-for name in setup["calls"]:
-    try:
-        calls[name]()
-        out[name] = "ran"
-    except Exception as err:
-        text = str(err)
-        refused = "not allowed in this exercise" in text or "not allowed in a graded answer" in text
-        out[name] = "refused" if refused else f"failed: {type(err).__name__}: {text[:300]}"
-print(json.dumps(out))
-"""
+""" + PROBE_LOOP
 
 
 def probe(calls, **setup) -> dict[str, str]:
-    run = subprocess.run([sys.executable, "-c", PROBE, str(RUNNER), json.dumps({**setup, "calls": calls})],
-                         capture_output=True, text=True, encoding="utf-8", timeout=300, cwd=ROOT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, calls, **setup)
 
 
 NORMS = ["batch_norm_with_update", "batch_norm_no_update", "native_batch_norm_legit", "batch_norm_update_stats",

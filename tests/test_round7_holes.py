@@ -18,13 +18,12 @@ import nbformat
 import pytest
 from conftest import needs_bwrap
 
-from attack_kit import ROOT, notebook, write_submission
+from attack_kit import PROBE_LOOP, ROOT, RUNNER, notebook, run_probe, write_submission
 
 sys.path.insert(0, str(ROOT))
 from teaching.exercises import read_chapter  # noqa: E402
 from teaching.stubbing import Index, exercise_rule, stubbed_set  # noqa: E402
 
-RUNNER = ROOT / "teaching" / "sandbox_runner.py"
 
 
 # A fresh process refuses what ``refused`` names (as sandbox_runner.exercise does), and
@@ -87,24 +86,11 @@ calls = {
     "softmax_attention": lambda: close(torch.softmax(q @ k.mT / 2, -1) @ v, (q @ k.mT / 2).softmax(-1) @ v),
     "entropy_by_hand": lambda: close(-torch.where(a > 0, a * a.log(), 0).sum(-1), entropy),
 }
-out = {}
-for name in setup["calls"]:
-    try:
-        calls[name]()
-        out[name] = "ran"
-    except Exception as err:
-        text = str(err)
-        refused = "not allowed in this exercise" in text or "not allowed in a graded answer" in text
-        out[name] = "refused" if refused else f"failed: {type(err).__name__}: {text[:300]}"
-print(json.dumps(out))
-"""
+""" + PROBE_LOOP
 
 
 def probe(calls, **setup) -> dict[str, str]:
-    run = subprocess.run([sys.executable, "-c", PROBE, str(RUNNER), json.dumps({**setup, "calls": calls})],
-                         capture_output=True, text=True, encoding="utf-8", timeout=300, cwd=ROOT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, calls, **setup)
 
 
 PASSES = ["sfdp_pattern_1", "sfdp_pattern_5", "import_passes"]
