@@ -625,8 +625,13 @@ def test_a_rule_reads_a_positional_argument_too():
 
 def test_cross_entropy_is_not_an_entropy_flag():
     """Red team L2: the entropy family watches torch.special.entr by its exact name, not any
-    function whose name contains ``entr``."""
-    got = torch_probe(_names("02", "seq2seq_entropy"), ["cross_entropy", "entr"])
+    function whose name contains ``entr``. (Since red team 7, chapter 2's entropy exercise also
+    names F.cross_entropy itself, whose soft targets compute an entropy: that refusal is
+    tests/test_round7_holes.py's; here it is left out, to watch the name match alone.)"""
+    cross_entropy = "torch.nn.functional.cross_entropy"
+    names = _names("02", "seq2seq_entropy")
+    assert cross_entropy in names  # the exercise's own list refuses it (red team 7, y1)
+    got = torch_probe([n for n in names if n != cross_entropy], ["cross_entropy", "entr"])
     assert got["cross_entropy"] == ("ran", ""), got
     assert got["entr"][0] == "refused" or "entr" in got["entr"][1], got
 
